@@ -1,0 +1,60 @@
+# Makefile: builds ./train (CPU backend always; the CUDA backend when nvcc is found and kernels/cuda exists),
+# the tests (make test), and the default dataset (make data).
+
+CC      ?= gcc
+CFLAGS  ?= -O3 -march=native
+CFLAGS  += -std=c11 -fopenmp -Wall -Wextra -Wno-unused-parameter -I. -D_GNU_SOURCE
+LDLIBS  += -lcjson -lz -lm -fopenmp
+PYTHON  ?= python3
+SHARED  ?= ../shared/data
+
+# The CUDA backend is built when nvcc is on PATH and its sources exist (USE_CUDA=0 forces a CPU-only build).
+NVCC    ?= nvcc
+CUDA_SRC := $(wildcard kernels/cuda/*.cu)
+USE_CUDA ?= $(if $(and $(shell command -v $(NVCC) 2>/dev/null),$(CUDA_SRC)),1,0)
+
+LIB_SRC := $(wildcard model/*.c) $(wildcard data/*.c) $(wildcard kernels/cpu/*.c)
+LIB_OBJ := $(patsubst %.c,build/%.o,$(LIB_SRC))
+ifeq ($(USE_CUDA),1)
+  CFLAGS  += -DWITH_CUDA
+  LIB_OBJ += $(patsubst %.cu,build/%.o,$(CUDA_SRC))
+  LDLIBS  += -lcudart -lcublas -lcublasLt -lcurand -lstdc++
+endif
+
+TEST_SRC  := $(wildcard tests/test_*.c)
+TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
+
+.PHONY: all test data clean
+all: train
+
+build/%.o: %.c $(wildcard */*.h */*/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+build/libtrainer.a: $(LIB_OBJ)
+	ar rcs $@ $^
+
+train: build/train.o build/libtrainer.a
+	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
+
+build/tests/%: tests/%.c build/libtrainer.a tests/test_util.h
+	@mkdir -p build/tests
+	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
+
+# Every CPU test; the last line is "N passed, N failed".
+test: train $(TEST_BINS)
+	bash tests/run_cpu_tests.sh
+
+# The default dataset: TinyShakespeare, byte-level (the tiny config) and Llama 3 tokens (the 1B config).
+# Takes the local copies in $(SHARED) when they exist; otherwise the script downloads the text.
+data:
+	$(PYTHON) scripts/prepare_data.py --tokenizer byte --out data/tinyshakespeare_byte \
+	    $(if $(wildcard $(SHARED)/tinyshakespeare.txt),--text $(SHARED)/tinyshakespeare.txt)
+	@if [ -f "$(SHARED)/llama3_tokenizer.model" ] || [ -n "$(TOKENIZER)" ]; then \
+	    $(PYTHON) scripts/prepare_data.py --tokenizer $(or $(TOKENIZER),$(SHARED)/llama3_tokenizer.model) \
+	        --out data/tinyshakespeare_llama3 \
+	        $(if $(wildcard $(SHARED)/tinyshakespeare.txt),--text $(SHARED)/tinyshakespeare.txt); \
+	else echo "no Llama 3 tokenizer file (set TOKENIZER=path/to/tokenizer.model): skipped the Llama 3 shards"; fi
+
+clean:
+	rm -rf build train

@@ -1,0 +1,115 @@
+/* cpu_attention.c: causal grouped-query attention, forward and backward, naive per (batch, head, query) in fp32. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu_internal.h"
+
+/* Row layout of qkv/dqkv: Q heads [0, Hq), then K heads, then V heads, hd columns each. */
+typedef struct {
+    int T, Hq, Hkv, hd;
+    size_t ld_qkv, ld_y; /* row strides of qkv/dqkv and y/dy */
+    float scale;         /* 1/sqrt(hd) */
+} AttnShape;
+
+static AttnShape attn_shape(int T, int Hq, int Hkv, int hd) {
+    return (AttnShape){T, Hq, Hkv, hd, (size_t)(Hq + 2 * Hkv) * hd, (size_t)Hq * hd, 1.0f / sqrtf((float)hd)};
+}
+
+/* Offsets of head h's Q, K and V vectors inside a qkv row (h < Hq for Q, h < Hkv for K and V). */
+static size_t q_col(const AttnShape *s, int h) { return (size_t)h * s->hd; }
+static size_t k_col(const AttnShape *s, int h) { return (size_t)(s->Hq + h) * s->hd; }
+static size_t v_col(const AttnShape *s, int h) { return (size_t)(s->Hq + s->Hkv + h) * s->hd; }
+
+static float dot_f32(const float *a, const float *b, int n) {
+    float acc = 0.0f;
+#pragma omp simd reduction(+ : acc)
+    for (int i = 0; i < n; i++) acc = fmaf(a[i], b[i], acc);
+    return acc;
+}
+
+static void axpy_f32(float *restrict y, float a, const float *x, int n) {
+#pragma omp simd
+    for (int i = 0; i < n; i++) y[i] = fmaf(a, x[i], y[i]);
+}
+
+/* The scaled score of a query against a key; forward and backward both use this so that P = exp(s - lse) in the
+ * backward reproduces the forward's probabilities. */
+static float score(const AttnShape *s, const float *q, const float *k) { return s->scale * dot_f32(q, k, s->hd); }
+
+void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd) {
+    const AttnShape s = attn_shape(T, Hq, Hkv, hd);
+    const float *qkvf = qkv;
+    float *yf = y;
+    const int group = Hq / Hkv;
+#pragma omp parallel
+    {
+        float *p = cpu_xmalloc((size_t)T * sizeof(float)); /* scores, then unnormalized probabilities */
+#pragma omp for collapse(2) schedule(static)
+        for (int b = 0; b < B; b++)
+            for (int h = 0; h < Hq; h++) {
+                const float *base = qkvf + (size_t)b * T * s.ld_qkv;
+                const size_t kc = k_col(&s, h / group), vc = v_col(&s, h / group);
+                for (int i = 0; i < T; i++) {
+                    const float *q = base + i * s.ld_qkv + q_col(&s, h);
+                    float pmax = -INFINITY;
+                    for (int j = 0; j <= i; j++) {
+                        p[j] = score(&s, q, base + j * s.ld_qkv + kc);
+                        pmax = fmaxf(pmax, p[j]);
+                    }
+                    double sum = 0.0;
+                    for (int j = 0; j <= i; j++) {
+                        p[j] = expf(p[j] - pmax);
+                        sum += p[j];
+                    }
+                    float *yi = yf + ((size_t)b * T + i) * s.ld_y + q_col(&s, h);
+                    memset(yi, 0, (size_t)hd * sizeof(float));
+                    for (int j = 0; j <= i; j++) axpy_f32(yi, p[j], base + j * s.ld_qkv + vc, hd);
+                    const float inv_sum = (float)(1.0 / sum);
+                    for (int d = 0; d < hd; d++) yi[d] *= inv_sum;
+                    lse[((size_t)b * Hq + h) * T + i] = (float)(pmax + log(sum));
+                }
+            }
+        free(p);
+    }
+}
+
+/* With P = exp(s - lse), dP_ij = <dy_i, v_j>, D_i = <dy_i, y_i> and dS = P (dP - D_i):
+ * dq_i = scale sum_j dS_ij k_j, dk_j = scale sum_i dS_ij q_i, dv_j = sum_i P_ij dy_i (sums over the group's heads
+ * for dk and dv). One task per (batch, KV head) owns those dk/dv rows and adds their terms in a fixed order. */
+void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, int B, int T,
+                            int Hq, int Hkv, int hd) {
+    const AttnShape s = attn_shape(T, Hq, Hkv, hd);
+    const float *qkvf = qkv, *yf = y, *dyf = dy;
+    float *dqkvf = dqkv;
+    const int group = Hq / Hkv;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int b = 0; b < B; b++)
+        for (int g = 0; g < Hkv; g++) {
+            const float *base = qkvf + (size_t)b * T * s.ld_qkv;
+            float *dbase = dqkvf + (size_t)b * T * s.ld_qkv;
+            const size_t kc = k_col(&s, g), vc = v_col(&s, g);
+            for (int j = 0; j < T; j++) {
+                memset(dbase + j * s.ld_qkv + kc, 0, (size_t)hd * sizeof(float));
+                memset(dbase + j * s.ld_qkv + vc, 0, (size_t)hd * sizeof(float));
+            }
+            for (int h = g * group; h < (g + 1) * group; h++)
+                for (int i = 0; i < T; i++) {
+                    const size_t row = (size_t)b * T + i;
+                    const float *q = base + i * s.ld_qkv + q_col(&s, h);
+                    const float *dyi = dyf + row * s.ld_y + q_col(&s, h);
+                    const float Di = (float)cpu_dot(dyi, yf + row * s.ld_y + q_col(&s, h), hd);
+                    const float lse_i = lse[((size_t)b * Hq + h) * T + i];
+                    float *dq = dbase + i * s.ld_qkv + q_col(&s, h);
+                    memset(dq, 0, (size_t)hd * sizeof(float));
+                    for (int j = 0; j <= i; j++) {
+                        const float *k = base + j * s.ld_qkv + kc, *v = base + j * s.ld_qkv + vc;
+                        const float P = expf(score(&s, q, k) - lse_i);
+                        const float dS = P * (dot_f32(dyi, v, hd) - Di);
+                        axpy_f32(dq, s.scale * dS, k, hd);
+                        axpy_f32(dbase + j * s.ld_qkv + kc, s.scale * dS, q, hd);
+                        axpy_f32(dbase + j * s.ld_qkv + vc, P, dyi, hd);
+                    }
+                }
+        }
+}

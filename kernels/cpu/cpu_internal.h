@@ -1,0 +1,78 @@
+/* cpu_internal.h: declarations shared inside the CPU backend (GEMM core loops, row helpers, scratch, the ops). */
+#ifndef CPU_INTERNAL_H
+#define CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Output rows per task of a row-parallel op. The split depends only on the problem size, never on the thread count,
+ * so every reduction over blocks runs in the same order with any OMP_NUM_THREADS. */
+#define CPU_ROW_BLOCK 16
+
+static inline int cpu_min(int a, int b) { return a < b ? a : b; }
+
+/* Host scratch memory: malloc that aborts with a message on failure. */
+void *cpu_xmalloc(size_t bytes);
+
+/* ---- GEMM core (cpu_gemm.c); all serial, callers parallelize over blocks of output rows ---- */
+
+/* Y[rows,N] = X[rows,K] . W[N,K]^T (dot products along K). */
+void cpu_gemm_xwt(const float *X, const float *W, float *Y, int rows, int N, int K);
+/* dX[rows,K] = dY[rows,N] . W[N,K] (overwrites dX). */
+void cpu_gemm_dyw(const float *dY, const float *W, float *dX, int rows, int N, int K);
+/* dW[n_rows,K] += dY^T . X, where dY points at column 0 of the slice (row stride ldy, M rows) and X is [M,K].
+ * Each element sums its M terms in order of m. */
+void cpu_gemm_dw_rows(const float *dY, size_t ldy, const float *X, float *dW, int n_rows, int M, int K);
+
+/* ---- row helpers (cpu_rows.c) ---- */
+
+/* <a, b> accumulated in double. */
+double cpu_dot(const float *a, const float *b, int n);
+/* rsqrt(mean(x^2) + eps), the statistic accumulated in double. */
+float cpu_rms_rscale(const float *x, int n, float eps);
+/* out = scale * R(in) on one row of N columns, where R rotates the interleaved pairs of columns [0, n_rope_cols) in
+ * heads of hd columns by the angles of one position (cos_row/sin_row [hd/2]); sin_sign -1 gives R^T. The other
+ * columns are only scaled. out may alias in. */
+void cpu_rope_scale_row(const float *in, float *out, float scale, const float *cos_row, const float *sin_row,
+                        float sin_sign, int N, int n_rope_cols, int hd);
+
+/* ---- the ops of kernels.h (one definition each, gathered into kernels_cpu by cpu_kernels.c) ---- */
+
+void *cpu_alloc(size_t bytes);
+void cpu_free(void *p);
+void cpu_memset_zero(void *p, size_t bytes);
+void cpu_copy(void *dst, const void *src, size_t bytes);
+void cpu_act_from_f32(void *dst_act, const float *host_src, size_t n);
+void cpu_act_to_f32(float *host_dst, const void *src_act, size_t n);
+void cpu_synchronize(void);
+
+void cpu_embed_norm(const int32_t *tokens, const void *E, const float *gamma, float eps, void *x, void *O, float *r,
+                    int M, int D);
+void cpu_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps, void *h,
+                            void *O, float *r, int M, int N, int K);
+void cpu_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos, const float *rope_sin, void *Z,
+                   int M, int N, int K, int n_rope_cols, int hd, int T);
+void cpu_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F, int K);
+void cpu_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K);
+void cpu_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float dscale, float *loss,
+                      void *dZ, float *c, int M, int V, int K);
+
+void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
+void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, int B, int T,
+                            int Hq, int Hkv, int hd);
+
+void cpu_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
+                            const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K);
+void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
+                              int M, int D, int F);
+void cpu_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K);
+void cpu_gemm_dw(const void *dY, const void *X, float *dW, int M, int N, int K);
+void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos, const float *rope_sin,
+                       void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T);
+void cpu_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V);
+
+double cpu_sum_squares(const float *g, size_t n);
+void cpu_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+               float beta2, float eps, float weight_decay, float grad_scale, int step);
+
+#endif

@@ -1,0 +1,143 @@
+/* kernels.h: the operation API of the trainer, the CODA schedule's fused operations stated semantically.
+ *
+ * The model code (model/) calls only these operations, through a table of function pointers (struct Kernels), so it
+ * never knows which backend runs them. Backends: kernels/cpu (plain fp32 C with OpenMP, the reference oracle) and,
+ * later, kernels/cuda (bf16 activations, fused GEMM epilogues). Nothing here states tiles or launch shapes.
+ *
+ * Conventions
+ * - All matrices are row-major. A weight W of a linear layer is [N, K] (out x in, like torch.nn.Linear), so a
+ *   forward product is Y[M,N] = X[M,K] . W^T, the data gradient is dX[M,K] = dY[M,N] . W, and the weight gradient
+ *   is dW[N,K] += dY^T . X.
+ * - "act" tensors (activations, activation gradients, working weights) are in the backend's activation type:
+ *   fp32 on the CPU, bf16 on the GPU; their element size is Kernels.act_bytes. They are passed as void pointers.
+ *   Per-row statistics (r, c, lse, per-row loss) and everything the optimizer touches (master weights, parameter
+ *   gradients, AdamW moments) are fp32.
+ * - Parameter gradients are always ACCUMULATED (+=): the caller zeroes them at the start of an optimizer step, which
+ *   makes gradient accumulation free.
+ * - RMSNorm: for a row x of width D, r = 1/sqrt(mean(x^2) + eps). The CODA reparameterization stores O = x*gamma
+ *   and r separately and applies r after the next GEMM, using diag(r) (X diag(gamma)) W^T = diag(r) ((X*gamma) W^T).
+ * - Internal weight layouts (import/export permute to Hugging Face's):
+ *   * W_qkv [(Hq + 2*Hkv)*hd, D]: rows of all Q heads, then all K heads, then all V heads. Inside each Q and K head
+ *     the RoPE pairs are interleaved: internal rows (2i, 2i+1) of a head are HF rows (i, i + hd/2). V is unpermuted.
+ *     So Z_qkv columns [0, Hq*hd) are Q, [Hq*hd, (Hq+Hkv)*hd) are K, the rest V, and a RoPE pair is two adjacent
+ *     columns (2i, 2i+1) of a head, rotated by the angle pos*inv_freq[i].
+ *   * W_gateup [2F, D]: row 2j is gate_proj row j, row 2j+1 is up_proj row j, so (G_j, U_j) are adjacent columns.
+ * - RoPE: for a pair (a, b) at position pos with cos/sin tables [T_max, hd/2] (row pos, column i):
+ *   a' = a*cos - b*sin, b' = b*cos + a*sin (HF's rotate_half convention, in interleaved storage). Rows of a batch are
+ *   sequences of T tokens, so the position of row m is m % T.
+ * - Attention operates on Z_qkv rows directly. Output y [B*T, Hq*hd] (head h at columns [h*hd, (h+1)*hd), HF's
+ *   o_proj input layout), lse [B, Hq, T] = log-sum-exp of the scaled, causally masked scores of each query.
+ *   KV head of query head h is h / (Hq/Hkv). Scale 1/sqrt(hd).
+ * - In-place use is allowed only where a comment says so.
+ */
+#ifndef KERNELS_H
+#define KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct Kernels {
+    const char *name;  /* "cpu" or "cuda" */
+    size_t act_bytes;  /* bytes of one act element: 4 (fp32) or 2 (bf16) */
+
+    /* ---- memory (device memory for the GPU backend, host memory for the CPU backend) ---- */
+    void *(*alloc)(size_t bytes);                      /* zero-filled; aborts with a message on failure */
+    void (*free)(void *p);
+    void (*memset_zero)(void *p, size_t bytes);
+    void (*copy_to_device)(void *dst, const void *host_src, size_t bytes);
+    void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);
+    void (*act_from_f32)(void *dst_act, const float *host_src, size_t n);  /* host fp32 -> act (rounds on bf16) */
+    void (*act_to_f32)(float *host_dst, const void *src_act, size_t n);
+    void (*synchronize)(void);
+
+    /* ---- forward ---- */
+
+    /* The first layer's input norm (an exception to CODA: nothing precedes it). For m < M:
+     * x[m] = E[tokens[m]] (E is [V, D] act), O[m] = x[m] * gamma, r[m] = rsqrt(mean(x[m]^2) + eps). */
+    void (*embed_norm)(const int32_t *tokens, const void *E, const float *gamma, float eps,
+                       void *x, void *O, float *r, int M, int D);
+
+    /* K_res: h = A . W^T + res; O = h * gamma; r = rsqrt(mean(h^2) + eps).
+     * A [M,K], W [N,K], res/h/O [M,N], gamma [N] (fp32), r [M]. */
+    void (*gemm_residual_norm)(const void *A, const void *W, const void *res, const float *gamma, float eps,
+                               void *h, void *O, float *r, int M, int N, int K);
+
+    /* K_rope: Z = r * (O . W^T), then RoPE on columns [0, n_rope_cols) in heads of hd columns, position m % T.
+     * O [M,K], W [N,K], Z [M,N]; rope_cos/rope_sin [T, hd/2] fp32. */
+    void (*gemm_rope)(const void *O, const void *W, const float *r, const float *rope_cos, const float *rope_sin,
+                      void *Z, int M, int N, int K, int n_rope_cols, int hd, int T);
+
+    /* K_swiglu: Z = r * (O . W^T) with N = 2F interleaved (G_j, U_j) columns; act[m,j] = silu(G_j) * U_j.
+     * O [M,K], W [2F,K], Z [M,2F], act [M,F]. silu(g) = g / (1 + exp(-g)). */
+    void (*gemm_swiglu)(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F, int K);
+
+    /* Row-scaled GEMM: Y = r * (O . W^T). Used for logits when sampling. O [M,K], W [N,K], Y [M,N] fp32. */
+    void (*gemm_rowscale)(const void *O, const void *W, const float *r, float *Y, int M, int N, int K);
+
+    /* Causal grouped-query attention on qkv [B*T, (Hq+2Hkv)*hd] (Z_qkv after RoPE): y [B*T, Hq*hd], lse [B,Hq,T]. */
+    void (*attention_forward)(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
+
+    /* LM head and cross-entropy, without the caller materializing logits: logits = r * (O . W^T), O [M,K],
+     * W [V,K]. loss[m] = logsumexp(logits[m]) - logits[m, targets[m]] (fp32, per row).
+     * If dZ != NULL (training), also the gradient of  dscale * sum_m loss[m]  with respect to the logits,
+     * g = dscale * (softmax(logits[m]) - onehot(targets[m])), returned in the form the backward GEMMs use:
+     * dZ [M,V] act = r * g, and c[m] = <logits[m], g[m]> (the RMSNorm-backward row scalar). */
+    void (*lm_head_loss)(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
+                         float *loss, void *dZ, float *c, int M, int V, int K);
+
+    /* ---- backward ---- */
+
+    /* RMSNorm backward in the epilogue of the data-gradient GEMM. The forward was z = r * (O . W^T), O = x * gamma,
+     * and dZ holds r * (dLoss/dz), c[m] = <z[m], dLoss/dz[m]>. With G = dZ . W [M,K]:
+     * dx = gamma * G - (r^2 / K) * c * x;  dres = dx (accumulate == 0) or dres += dx (accumulate == 1);
+     * dgamma[k] += sum_m G[m,k] * x[m,k].  dZ [M,N], W [N,K], x/dres [M,K], gamma/dgamma [K] fp32. */
+    void (*gemm_norm_backward)(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
+                               const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K);
+
+    /* SwiGLU backward in the epilogue of dact = dY . W_down. dY [M,D], W_down [D,F], Z [M,2F] (the forward's Z,
+     * interleaved G/U), r [M] (the forward's row scale). With dG = dact * U * silu'(G), dU = dact * silu(G):
+     * dZ [M,2F] = r * (dG, dU) interleaved like Z; c[m] = <Z[m], (dG, dU)[m]>. */
+    void (*gemm_swiglu_backward)(const void *dY, const void *W_down, const void *Z, const float *r,
+                                 void *dZ, float *c, int M, int D, int F);
+
+    /* Plain data-gradient GEMM: dX = dY . W. dY [M,N], W [N,K], dX [M,K]. */
+    void (*gemm_dx)(const void *dY, const void *W, void *dX, int M, int N, int K);
+
+    /* Weight-gradient GEMM: dW += dY^T . X. dY [M,N] act, X [M,K] act, dW [N,K] fp32. */
+    void (*gemm_dw)(const void *dY, const void *X, float *dW, int M, int N, int K);
+
+    /* Attention backward: from dy [B*T, Hq*hd] and the forward's qkv, y, lse, write dqkv [B*T, (Hq+2Hkv)*hd],
+     * the gradient with respect to qkv (post-RoPE Q and K), laid out like qkv. */
+    void (*attention_backward)(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
+                               int B, int T, int Hq, int Hkv, int hd);
+
+    /* RoPE backward plus the RMSNorm row scalar for the QKV projection. Z [M,N] is the forward's output (RoPE on
+     * columns [0, n_rope_cols)), dZ_in [M,N] its gradient. dZ_out = r * rope^T(dZ_in) (the gradient with respect to
+     * the pre-RoPE product, scaled by r); c[m] = <Z[m], dZ_in[m]> (RoPE is orthogonal, so this equals the pre-RoPE
+     * dot product). dZ_out may alias dZ_in. */
+    void (*rope_backward)(const void *Z, const void *dZ_in, const float *r, const float *rope_cos,
+                          const float *rope_sin, void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T);
+
+    /* Embedding backward: dE[tokens[m]] += dx[m], deterministic (the same bits for the same inputs). dE [V,D] fp32. */
+    void (*embed_backward)(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V);
+
+    /* ---- optimizer ---- */
+
+    /* Sum of squares of g[0..n) (fp32 in, the sum returned to the host in double). Deterministic. */
+    double (*sum_squares)(const float *g, size_t n);
+
+    /* AdamW on n parameters (PyTorch's torch.optim.AdamW semantics), with the gradient multiplied by grad_scale first
+     * (global-norm clipping and nothing else):  g = grad*grad_scale; p *= 1 - lr*weight_decay;
+     * m = beta1*m + (1-beta1)*g; v = beta2*v + (1-beta2)*g^2;
+     * p -= (lr / (1 - beta1^step)) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps); then working = act(p).
+     * step counts from 1. master/m/v/grad fp32, working act. */
+    void (*adamw)(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr,
+                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step);
+} Kernels;
+
+extern const Kernels kernels_cpu;
+#ifdef WITH_CUDA
+extern const Kernels kernels_cuda;
+#endif
+
+#endif

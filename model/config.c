@@ -1,0 +1,588 @@
+/* config.c: reading the JSON config (Hugging Face LlamaConfig keys plus training keys), command-line flags that
+ * override it, --help, validation, and writing the effective config back as JSON.
+ *
+ * One table describes every option (its JSON key, flag, type, range and help), so the file parser, the flag parser,
+ * --help and the JSON writer cannot disagree. */
+#include "model/config.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { OPT_INT, OPT_INT64, OPT_DOUBLE, OPT_BOOL, OPT_STRING } OptType;
+
+typedef struct Option {
+    const char *key;     /* JSON key; the long flag is the key with '-' for '_' */
+    char short_flag;     /* 0 = none */
+    OptType type;
+    int is_model;        /* 1: a field of ModelConfig (an HF key), 0: of TrainConfig */
+    size_t offset;       /* offset of the field in its struct */
+    size_t size;         /* OPT_STRING: buffer size */
+    double min, max;     /* numeric range, inclusive */
+    const char *choices; /* OPT_STRING: "a|b|c" or NULL for any */
+    const char *help;
+} Option;
+
+#define M_(field) 1, offsetof(ModelConfig, field), 0
+#define T_(field) 0, offsetof(TrainConfig, field), 0
+#define TS_(field) 0, offsetof(TrainConfig, field), sizeof(((TrainConfig *)0)->field)
+#define BIG 1e18
+
+static const Option OPTIONS[] = {
+    /* model: Hugging Face LlamaConfig keys */
+    {"hidden_size", 0, OPT_INT, M_(hidden_size), 1, 1 << 16, NULL, "model width D"},
+    {"intermediate_size", 0, OPT_INT, M_(intermediate_size), 1, 1 << 20, NULL, "SwiGLU width F"},
+    {"num_hidden_layers", 0, OPT_INT, M_(num_hidden_layers), 1, 1024, NULL, "number of blocks L"},
+    {"num_attention_heads", 0, OPT_INT, M_(num_attention_heads), 1, 1024, NULL, "query heads Hq"},
+    {"num_key_value_heads", 0, OPT_INT, M_(num_key_value_heads), 1, 1024, NULL, "key/value heads Hkv (default Hq)"},
+    {"head_dim", 0, OPT_INT, M_(head_dim), 2, 1024, NULL, "head dimension hd (default D/Hq)"},
+    {"vocab_size", 0, OPT_INT, M_(vocab_size), 2, 1 << 24, NULL, "vocabulary size V"},
+    {"max_position_embeddings", 0, OPT_INT, M_(max_position_embeddings), 1, 1 << 24, NULL, "longest sequence"},
+    {"rms_norm_eps", 0, OPT_DOUBLE, M_(rms_norm_eps), 0, 1, NULL, "RMSNorm epsilon"},
+    {"rope_theta", 0, OPT_DOUBLE, M_(rope_theta), 1, BIG, NULL, "RoPE base"},
+    {"tie_word_embeddings", 0, OPT_BOOL, M_(tie_word_embeddings), 0, 1, NULL, "LM head shares the embedding"},
+    {"initializer_range", 0, OPT_DOUBLE, M_(initializer_range), 0, 10, NULL, "std of the normal init of matrices"},
+    {"bos_token_id", 0, OPT_INT, M_(bos_token_id), -1, 1 << 24, NULL, "BOS id"},
+    {"eos_token_id", 0, OPT_INT, M_(eos_token_id), -1, 1 << 24, NULL, "EOS id"},
+    /* training */
+    {"train_data", 'i', OPT_STRING, TS_(train_data), 0, 0, NULL, "glob of training shards"},
+    {"val_data", 'j', OPT_STRING, TS_(val_data), 0, 0, NULL, "glob of validation shards (empty: none)"},
+    {"out_dir", 'o', OPT_STRING, TS_(out_dir), 0, 0, NULL, "run directory (default runs/<config name>)"},
+    {"tokenizer", 0, OPT_STRING, TS_(tokenizer), 0, 0, NULL, "'byte', a tiktoken tokenizer.model, or 'auto': the one in the training data's meta.json"},
+    {"device", 'd', OPT_STRING, TS_(device), 0, 0, "auto|cpu|cuda", "where to train"},
+    {"batch_size", 'b', OPT_INT, T_(batch_size), 1, 1 << 20, NULL, "sequences per micro-batch B"},
+    {"seq_len", 't', OPT_INT, T_(seq_len), 1, 1 << 24, NULL, "sequence length T"},
+    {"total_batch_tokens", 0, OPT_INT64, T_(total_batch_tokens), 0, BIG, NULL,
+     "tokens per optimizer step, a multiple of B*T (0: B*T); the rest is gradient accumulation"},
+    {"steps", 'n', OPT_INT, T_(steps), 1, 1e9, NULL, "optimizer steps"},
+    {"learning_rate", 'l', OPT_DOUBLE, T_(learning_rate), 0, 10, NULL, "peak learning rate"},
+    {"warmup_steps", 0, OPT_INT, T_(warmup_steps), 0, 1e9, NULL, "linear warmup steps"},
+    {"lr_schedule", 0, OPT_STRING, TS_(lr_schedule), 0, 0, "cosine|linear|constant|wsd", "decay after warmup"},
+    {"min_lr_frac", 0, OPT_DOUBLE, T_(min_lr_frac), 0, 1, NULL, "final learning rate / peak"},
+    {"wsd_decay_frac", 0, OPT_DOUBLE, T_(wsd_decay_frac), 0, 1, NULL, "wsd: fraction of steps in the final decay"},
+    {"weight_decay", 0, OPT_DOUBLE, T_(weight_decay), 0, 10, NULL, "AdamW decoupled weight decay (not on norms)"},
+    {"beta1", 0, OPT_DOUBLE, T_(beta1), 0, 0.999999, NULL, "AdamW beta1"},
+    {"beta2", 0, OPT_DOUBLE, T_(beta2), 0, 0.999999999, NULL, "AdamW beta2"},
+    {"adam_eps", 0, OPT_DOUBLE, T_(adam_eps), 0, 1, NULL, "AdamW epsilon"},
+    {"grad_clip", 0, OPT_DOUBLE, T_(grad_clip), 0, BIG, NULL, "clip the global gradient norm to this (0: off)"},
+    {"seed", 's', OPT_INT64, T_(seed), 0, 9e15, NULL, "seed of the init, the data order and sampling"},
+    {"eval_every", 0, OPT_INT, T_(eval_every), 0, 1e9, NULL, "validation loss every N steps (0: never)"},
+    {"eval_batches", 0, OPT_INT, T_(eval_batches), 1, 1e9, NULL, "validation batches per evaluation"},
+    {"sample_every", 0, OPT_INT, T_(sample_every), 0, 1e9, NULL, "print a sample every N steps (0: never)"},
+    {"sample_tokens", 0, OPT_INT, T_(sample_tokens), 1, 1e6, NULL, "tokens per sample"},
+    {"sample_prompt", 0, OPT_STRING, TS_(sample_prompt), 0, 0, NULL, "prompt of the samples (empty: BOS or newline)"},
+    {"temperature", 0, OPT_DOUBLE, T_(temperature), 0, 100, NULL, "sampling temperature (0: greedy)"},
+};
+#define N_OPTIONS ((int)(sizeof(OPTIONS) / sizeof(OPTIONS[0])))
+
+/* Hugging Face keys that do not change the computation here: accepted and ignored. */
+static const char *IGNORED_KEYS[] = {"architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
+                                     "use_cache", "pad_token_id", "_name_or_path", "pretraining_tp",
+                                     "attention_dropout", "hidden_act", "attention_bias", "mlp_bias"};
+
+static void *option_field(const Option *o, Config *cfg) {
+    return o->is_model ? (char *)&cfg->model + o->offset : (char *)&cfg->train + o->offset;
+}
+static const void *option_field_c(const Option *o, const Config *cfg) {
+    return o->is_model ? (const char *)&cfg->model + o->offset : (const char *)&cfg->train + o->offset;
+}
+
+void config_defaults(Config *cfg) {
+    memset(cfg, 0, sizeof(*cfg));
+    ModelConfig *m = &cfg->model;
+    /* LlamaConfig's defaults, for keys a config may leave out. */
+    m->rms_norm_eps = 1e-6;
+    m->rope_theta = 10000.0;
+    m->max_position_embeddings = 2048;
+    m->initializer_range = 0.02;
+    m->bos_token_id = -1;
+    m->eos_token_id = -1;
+    TrainConfig *t = &cfg->train;
+    snprintf(t->tokenizer, sizeof(t->tokenizer), "auto");
+    snprintf(t->device, sizeof(t->device), "auto");
+    snprintf(t->lr_schedule, sizeof(t->lr_schedule), "cosine");
+    t->batch_size = 4;
+    t->seq_len = 256;
+    t->steps = 100;
+    t->learning_rate = 3e-4;
+    t->min_lr_frac = 0.1;
+    t->wsd_decay_frac = 0.2;
+    t->weight_decay = 0.1;
+    t->beta1 = 0.9;
+    t->beta2 = 0.95;
+    t->adam_eps = 1e-8;
+    t->grad_clip = 1.0;
+    t->seed = 1337;
+    t->eval_batches = 8;
+    t->sample_tokens = 128;
+    t->temperature = 1.0;
+    snprintf(cfg->path, sizeof(cfg->path), "configs/llama3_tiny.json");
+}
+
+static const Option *find_option(const char *key) {
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (strcmp(OPTIONS[i].key, key) == 0) return &OPTIONS[i];
+    return NULL;
+}
+
+static int in_choices(const char *choices, const char *s) {
+    size_t n = strlen(s);
+    for (const char *c = choices; *c;) {
+        const char *bar = strchr(c, '|');
+        size_t len = bar ? (size_t)(bar - c) : strlen(c);
+        if (len == n && strncmp(c, s, n) == 0) return 1;
+        c += len + (bar ? 1 : 0);
+    }
+    return 0;
+}
+
+/* Stores a number into an option's field after checking type and range. where: "config X" or "flag --y". */
+static int set_number(const Option *o, Config *cfg, double v, const char *where, char *err, size_t errlen) {
+    if (!isfinite(v) || v < o->min || v > o->max) {
+        snprintf(err, errlen, "%s: %s = %g is out of range [%g, %g]", where, o->key, v, o->min, o->max);
+        return -1;
+    }
+    if ((o->type == OPT_INT || o->type == OPT_INT64) && v != floor(v)) {
+        snprintf(err, errlen, "%s: %s must be an integer, got %g", where, o->key, v);
+        return -1;
+    }
+    void *f = option_field(o, cfg);
+    switch (o->type) {
+    case OPT_INT: *(int *)f = (int)v; break;
+    case OPT_INT64: *(int64_t *)f = (int64_t)v; break;
+    case OPT_DOUBLE: *(double *)f = v; break;
+    case OPT_BOOL: *(int *)f = v != 0; break;
+    case OPT_STRING: break;
+    }
+    return 0;
+}
+
+static int set_string(const Option *o, Config *cfg, const char *s, const char *where, char *err, size_t errlen) {
+    if (o->choices && !in_choices(o->choices, s)) {
+        snprintf(err, errlen, "%s: %s must be one of %s, got \"%s\"", where, o->key, o->choices, s);
+        return -1;
+    }
+    if (strlen(s) >= o->size) {
+        snprintf(err, errlen, "%s: %s is longer than %zu characters", where, o->key, o->size - 1);
+        return -1;
+    }
+    memcpy(option_field(o, cfg), s, strlen(s) + 1);
+    return 0;
+}
+
+static const char *json_type_name(const cJSON *v) {
+    if (cJSON_IsNumber(v)) return "a number";
+    if (cJSON_IsString(v)) return "a string";
+    if (cJSON_IsBool(v)) return "a boolean";
+    if (cJSON_IsNull(v)) return "null";
+    if (cJSON_IsArray(v)) return "an array";
+    return "an object";
+}
+
+static int set_from_json(const Option *o, Config *cfg, const cJSON *v, const char *where, char *err, size_t errlen) {
+    const char *want = o->type == OPT_STRING ? "a string" : o->type == OPT_BOOL ? "a boolean" : "a number";
+    if (o->type == OPT_STRING && cJSON_IsString(v)) return set_string(o, cfg, v->valuestring, where, err, errlen);
+    if (o->type == OPT_BOOL && cJSON_IsBool(v)) return set_number(o, cfg, cJSON_IsTrue(v), where, err, errlen);
+    if (o->type != OPT_STRING && o->type != OPT_BOOL && cJSON_IsNumber(v))
+        return set_number(o, cfg, v->valuedouble, where, err, errlen);
+    snprintf(err, errlen, "%s: key \"%s\" must be %s, got %s", where, o->key, want, json_type_name(v));
+    return -1;
+}
+
+/* A key of an ignored HF field must still not ask for something this model does not do. */
+static int check_ignored_key(const cJSON *v, const char *where, char *err, size_t errlen) {
+    const char *k = v->string;
+    int bad = 0;
+    if (strcmp(k, "hidden_act") == 0) bad = !cJSON_IsString(v) || strcmp(v->valuestring, "silu") != 0;
+    if (strcmp(k, "attention_bias") == 0 || strcmp(k, "mlp_bias") == 0) bad = !cJSON_IsFalse(v);
+    if (strcmp(k, "attention_dropout") == 0) bad = !cJSON_IsNumber(v) || v->valuedouble != 0;
+    if (strcmp(k, "pretraining_tp") == 0) bad = !cJSON_IsNumber(v) || v->valuedouble != 1;
+    if (strcmp(k, "model_type") == 0) bad = !cJSON_IsString(v) || strcmp(v->valuestring, "llama") != 0;
+    if (bad) {
+        char *s = cJSON_PrintUnformatted(v);
+        snprintf(err, errlen, "%s: %s = %s is not supported (this trainer implements LLaMA: silu, no biases, "
+                 "no attention dropout, pretraining_tp 1)", where, k, s ? s : "?");
+        free(s);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_rope_scaling(Config *cfg, const cJSON *rs, const char *where, char *err, size_t errlen) {
+    ModelConfig *m = &cfg->model;
+    if (cJSON_IsNull(rs)) return 0;
+    if (!cJSON_IsObject(rs)) {
+        snprintf(err, errlen, "%s: rope_scaling must be an object or null", where);
+        return -1;
+    }
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
+    if (!type) type = cJSON_GetObjectItemCaseSensitive(rs, "type");
+    if (!cJSON_IsString(type)) {
+        snprintf(err, errlen, "%s: rope_scaling needs a string rope_type", where);
+        return -1;
+    }
+    if (strcmp(type->valuestring, "default") == 0) return 0;
+    if (strcmp(type->valuestring, "llama3") != 0) {
+        snprintf(err, errlen, "%s: rope_scaling type \"%s\" is not supported (only \"llama3\")", where,
+                 type->valuestring);
+        return -1;
+    }
+    struct { const char *key; double *dst; int *idst; } fields[] = {
+        {"factor", &m->rope_factor, NULL},
+        {"low_freq_factor", &m->rope_low_freq_factor, NULL},
+        {"high_freq_factor", &m->rope_high_freq_factor, NULL},
+        {"original_max_position_embeddings", NULL, &m->rope_original_max_position_embeddings},
+    };
+    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(rs, fields[i].key);
+        if (!cJSON_IsNumber(v) || v->valuedouble <= 0) {
+            snprintf(err, errlen, "%s: rope_scaling.%s must be a positive number", where, fields[i].key);
+            return -1;
+        }
+        if (fields[i].dst) *fields[i].dst = v->valuedouble;
+        else *fields[i].idst = (int)v->valuedouble;
+    }
+    if (m->rope_high_freq_factor <= m->rope_low_freq_factor) {
+        snprintf(err, errlen, "%s: rope_scaling needs high_freq_factor > low_freq_factor", where);
+        return -1;
+    }
+    for (const cJSON *v = rs->child; v; v = v->next) {
+        const char *k = v->string;
+        if (strcmp(k, "rope_type") && strcmp(k, "type") && strcmp(k, "factor") && strcmp(k, "low_freq_factor") &&
+            strcmp(k, "high_freq_factor") && strcmp(k, "original_max_position_embeddings")) {
+            snprintf(err, errlen, "%s: unknown key rope_scaling.%s", where, k);
+            return -1;
+        }
+    }
+    m->rope_llama3 = 1;
+    return 0;
+}
+
+/* Reads and parses a JSON file; NULL with a message (prefixed by `where`) on failure. */
+static cJSON *read_json_file(const char *path, const char *where, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", where, strerror(errno));
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 65536;
+            char *t = realloc(text, cap);
+            if (!t) {
+                free(text);
+                fclose(f);
+                snprintf(err, errlen, "%s: out of memory", where);
+                return NULL;
+            }
+            text = t;
+        }
+        size_t n = fread(text + len, 1, 4096, f);
+        len += n;
+        if (n < 4096) break;
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (read_error) {
+        free(text);
+        snprintf(err, errlen, "%s: read error", where);
+        return NULL;
+    }
+    text[len] = 0;
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        long off = at ? (long)(at - text) : -1;
+        int line = 1;
+        for (long i = 0; i < off && i < (long)len; i++) line += text[i] == '\n';
+        snprintf(err, errlen, "%s: not valid JSON (near line %d)", where, line);
+    }
+    free(text);
+    return root;
+}
+
+int config_load_file(Config *cfg, const char *path, char *err, size_t errlen) {
+    char where[CONFIG_PATH_MAX + 16];
+    snprintf(where, sizeof(where), "config %s", path);
+    cJSON *root = read_json_file(path, where, err, errlen);
+    if (!root) return -1;
+    int rc = 0;
+    if (!cJSON_IsObject(root)) {
+        snprintf(err, errlen, "%s: the top level must be a JSON object", where);
+        rc = -1;
+    }
+    for (const cJSON *v = cJSON_IsObject(root) ? root->child : NULL; v && rc == 0; v = v->next) {
+        const char *k = v->string;
+        const Option *o = find_option(k);
+        if (o) {
+            const cJSON *val = v;
+            /* HF writes eos_token_id as a list for some models; the first id is the one used for samples. */
+            if ((strcmp(k, "eos_token_id") == 0 || strcmp(k, "bos_token_id") == 0) && cJSON_IsArray(v) &&
+                cJSON_GetArraySize(v) > 0)
+                val = cJSON_GetArrayItem(v, 0);
+            if (cJSON_IsNull(val) && o->is_model) continue; /* HF writes null for unset ids */
+            rc = set_from_json(o, cfg, val, where, err, errlen);
+            continue;
+        }
+        if (strcmp(k, "rope_scaling") == 0) {
+            rc = parse_rope_scaling(cfg, v, where, err, errlen);
+            continue;
+        }
+        int ignored = 0;
+        for (size_t i = 0; i < sizeof(IGNORED_KEYS) / sizeof(IGNORED_KEYS[0]); i++)
+            if (strcmp(k, IGNORED_KEYS[i]) == 0) ignored = 1;
+        if (ignored) {
+            rc = check_ignored_key(v, where, err, errlen);
+            continue;
+        }
+        snprintf(err, errlen, "%s: unknown key \"%s\" (neither a Hugging Face Llama key nor a training key; "
+                 "see ./train --help)", where, k);
+        rc = -1;
+    }
+    cJSON_Delete(root);
+    if (rc) return rc;
+    snprintf(cfg->path, sizeof(cfg->path), "%s", path);
+    /* LlamaConfig's derived defaults. */
+    ModelConfig *m = &cfg->model;
+    if (m->num_key_value_heads == 0) m->num_key_value_heads = m->num_attention_heads;
+    if (m->head_dim == 0 && m->num_attention_heads > 0) {
+        if (m->hidden_size % m->num_attention_heads) {
+            snprintf(err, errlen, "%s: hidden_size (%d) is not a multiple of num_attention_heads (%d) and no head_dim "
+                     "is given", where, m->hidden_size, m->num_attention_heads);
+            return -1;
+        }
+        m->head_dim = m->hidden_size / m->num_attention_heads;
+    }
+    return 0;
+}
+
+static int parse_flag_value(const Option *o, Config *cfg, const char *flag, const char *s, char *err,
+                            size_t errlen) {
+    char where[128];
+    snprintf(where, sizeof(where), "flag %s", flag);
+    if (o->type == OPT_STRING) return set_string(o, cfg, s, where, err, errlen);
+    if (o->type == OPT_BOOL) {
+        if (strcmp(s, "true") == 0 || strcmp(s, "1") == 0) return set_number(o, cfg, 1, where, err, errlen);
+        if (strcmp(s, "false") == 0 || strcmp(s, "0") == 0) return set_number(o, cfg, 0, where, err, errlen);
+        snprintf(err, errlen, "%s: expected true or false, got \"%s\"", where, s);
+        return -1;
+    }
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != 0 || errno == ERANGE) {
+        snprintf(err, errlen, "%s: expected a number, got \"%s\"", where, s);
+        return -1;
+    }
+    return set_number(o, cfg, v, where, err, errlen);
+}
+
+/* The option a flag names: "-x" by short flag, "--some-key" by key with '-' for '_'. */
+static const Option *option_for_flag(const char *arg) {
+    if (arg[0] != '-') return NULL;
+    if (arg[1] != '-') {
+        if (!arg[1] || arg[2]) return NULL;
+        for (int i = 0; i < N_OPTIONS; i++)
+            if (OPTIONS[i].short_flag == arg[1]) return &OPTIONS[i];
+        return NULL;
+    }
+    char key[64];
+    size_t n = strlen(arg + 2);
+    if (n == 0 || n >= sizeof(key)) return NULL;
+    for (size_t i = 0; i <= n; i++) key[i] = arg[2 + i] == '-' ? '_' : arg[2 + i];
+    return find_option(key);
+}
+
+int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errlen) {
+    config_defaults(cfg);
+    /* First pass: --help and the config file, so flags apply on top of the file whatever their order. */
+    const char *path = cfg->path;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            config_print_help(argv[0]);
+            return 1;
+        }
+        if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "flag %s needs a value (a JSON config file)", argv[i]);
+                return -1;
+            }
+            path = argv[++i];
+        }
+    }
+    char file[CONFIG_PATH_MAX];
+    snprintf(file, sizeof(file), "%s", path);
+    if (config_load_file(cfg, file, err, errlen)) return -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--overwrite") == 0) {
+            cfg->train.overwrite = 1;
+            continue;
+        }
+        const Option *o = option_for_flag(a);
+        if (!o || o->is_model) {
+            snprintf(err, errlen, "unknown flag \"%s\" (see ./train --help)", a);
+            return -1;
+        }
+        if (i + 1 >= argc) {
+            snprintf(err, errlen, "flag %s needs a value", a);
+            return -1;
+        }
+        if (parse_flag_value(o, cfg, a, argv[++i], err, errlen)) return -1;
+    }
+    return config_validate(cfg, err, errlen);
+}
+
+int config_resolve_tokenizer(TrainConfig *t, char *err, size_t errlen) {
+    if (strcmp(t->tokenizer, "auto") != 0) return 0;
+    const char *slash = strrchr(t->train_data, '/');
+    char meta[CONFIG_PATH_MAX + 16], where[CONFIG_PATH_MAX + 64];
+    snprintf(meta, sizeof(meta), "%.*s/meta.json", slash ? (int)(slash - t->train_data) : 1,
+             slash ? t->train_data : ".");
+    snprintf(where, sizeof(where), "tokenizer \"auto\": %s", meta);
+    FILE *probe = fopen(meta, "rb");
+    if (!probe) {
+        t->tokenizer[0] = 0;
+        return 0;
+    }
+    fclose(probe);
+    cJSON *root = read_json_file(meta, where, err, errlen);
+    if (!root) return -1;
+    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
+    int rc = 0;
+    if (!cJSON_IsString(spec) || strlen(spec->valuestring) >= sizeof(t->tokenizer)) {
+        snprintf(err, errlen, "%s: no usable \"tokenizer\" entry", where);
+        rc = -1;
+    } else {
+        snprintf(t->tokenizer, sizeof(t->tokenizer), "%s", spec->valuestring);
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
+int64_t config_num_parameters(const ModelConfig *m) {
+    int64_t D = m->hidden_size, F = m->intermediate_size, V = m->vocab_size;
+    int64_t per_layer = (int64_t)config_qkv_dim(m) * D + (int64_t)m->num_attention_heads * m->head_dim * D +
+                        3 * F * D + 2 * D;
+    return V * D * (m->tie_word_embeddings ? 1 : 2) + m->num_hidden_layers * per_layer + D;
+}
+
+int config_validate(const Config *cfg, char *err, size_t errlen) {
+    const ModelConfig *m = &cfg->model;
+    const TrainConfig *t = &cfg->train;
+    const char *p = cfg->path;
+    static const char *required[] = {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                                     "vocab_size"};
+    for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
+        const Option *o = find_option(required[i]);
+        if (*(const int *)option_field_c(o, cfg) == 0) {
+            snprintf(err, errlen, "config %s: missing required key \"%s\"", p, required[i]);
+            return -1;
+        }
+    }
+    if (m->num_key_value_heads == 0 || m->head_dim == 0) {
+        snprintf(err, errlen, "config %s: num_key_value_heads and head_dim must be positive", p);
+        return -1;
+    }
+    if (m->num_attention_heads % m->num_key_value_heads) {
+        snprintf(err, errlen, "config %s: num_attention_heads (%d) must be a multiple of num_key_value_heads (%d)",
+                 p, m->num_attention_heads, m->num_key_value_heads);
+        return -1;
+    }
+    if (m->head_dim % 2) {
+        snprintf(err, errlen, "config %s: head_dim (%d) must be even for RoPE", p, m->head_dim);
+        return -1;
+    }
+    if (m->rms_norm_eps <= 0) {
+        snprintf(err, errlen, "config %s: rms_norm_eps must be positive", p);
+        return -1;
+    }
+    if (t->seq_len > m->max_position_embeddings) {
+        snprintf(err, errlen, "config %s: seq_len (%d) exceeds max_position_embeddings (%d)", p, t->seq_len,
+                 m->max_position_embeddings);
+        return -1;
+    }
+    int64_t bt = (int64_t)t->batch_size * t->seq_len;
+    if (t->total_batch_tokens != 0 && t->total_batch_tokens % bt != 0) {
+        snprintf(err, errlen, "config %s: total_batch_tokens (%lld) must be a multiple of batch_size*seq_len (%lld)",
+                 p, (long long)t->total_batch_tokens, (long long)bt);
+        return -1;
+    }
+    if (t->warmup_steps > t->steps) {
+        snprintf(err, errlen, "config %s: warmup_steps (%d) exceeds steps (%d)", p, t->warmup_steps, t->steps);
+        return -1;
+    }
+    if (!t->train_data[0]) {
+        snprintf(err, errlen, "config %s: no training data (set train_data or pass -i 'glob')", p);
+        return -1;
+    }
+    if (m->bos_token_id >= m->vocab_size || m->eos_token_id >= m->vocab_size) {
+        snprintf(err, errlen, "config %s: bos/eos token id outside the vocabulary (%d)", p, m->vocab_size);
+        return -1;
+    }
+    return 0;
+}
+
+void config_print_help(const char *prog) {
+    printf("usage: %s [-c config.json] [flags]\n\n"
+           "Trains a LLaMA-3-style model. The config file holds Hugging Face config.json keys (the model) and\n"
+           "training keys; every training key is also a flag (--key-name value), and flags override the file.\n\n"
+           "  -c, --config FILE          JSON config (default configs/llama3_tiny.json)\n"
+           "      --overwrite            allow a run directory that already holds a run\n"
+           "  -h, --help                 this text\n", prog);
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const Option *o = &OPTIONS[i];
+        if (o->is_model) continue;
+        char flag[64], sf[8] = "   ";
+        snprintf(flag, sizeof(flag), "--%s", o->key);
+        for (char *c = flag + 2; *c; c++)
+            if (*c == '_') *c = '-';
+        if (o->short_flag) snprintf(sf, sizeof(sf), "-%c,", o->short_flag);
+        const char *arg = o->type == OPT_STRING ? (o->choices ? o->choices : "STR")
+                          : o->type == OPT_DOUBLE ? "F" : o->type == OPT_BOOL ? "BOOL" : "N";
+        char left[96];
+        snprintf(left, sizeof(left), "%s %s %s", sf, flag, arg);
+        printf("  %-26s %s\n", left, o->help);
+    }
+    printf("\nModel keys (Hugging Face LlamaConfig, in the file only):\n");
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (OPTIONS[i].is_model) printf("  %-26s %s\n", OPTIONS[i].key, OPTIONS[i].help);
+    printf("  %-26s %s\n", "rope_scaling", "{\"rope_type\": \"llama3\", factor, low_freq_factor, high_freq_factor, "
+           "original_max_position_embeddings} or null");
+}
+
+char *config_to_json(const Config *cfg) {
+    cJSON *root = cJSON_CreateObject();
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const Option *o = &OPTIONS[i];
+        const void *f = option_field_c(o, cfg);
+        switch (o->type) {
+        case OPT_INT: cJSON_AddNumberToObject(root, o->key, *(const int *)f); break;
+        case OPT_INT64: cJSON_AddNumberToObject(root, o->key, (double)*(const int64_t *)f); break;
+        case OPT_DOUBLE: cJSON_AddNumberToObject(root, o->key, *(const double *)f); break;
+        case OPT_BOOL: cJSON_AddBoolToObject(root, o->key, *(const int *)f); break;
+        case OPT_STRING: cJSON_AddStringToObject(root, o->key, (const char *)f); break;
+        }
+    }
+    const ModelConfig *m = &cfg->model;
+    if (m->rope_llama3) {
+        cJSON *rs = cJSON_AddObjectToObject(root, "rope_scaling");
+        cJSON_AddStringToObject(rs, "rope_type", "llama3");
+        cJSON_AddNumberToObject(rs, "factor", m->rope_factor);
+        cJSON_AddNumberToObject(rs, "low_freq_factor", m->rope_low_freq_factor);
+        cJSON_AddNumberToObject(rs, "high_freq_factor", m->rope_high_freq_factor);
+        cJSON_AddNumberToObject(rs, "original_max_position_embeddings", m->rope_original_max_position_embeddings);
+    }
+    char *s = cJSON_Print(root);
+    cJSON_Delete(root);
+    return s;
+}

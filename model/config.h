@@ -1,0 +1,88 @@
+/* config.h: the model configuration (Hugging Face LlamaConfig keys) and the training configuration, read from one
+ * JSON file and overridden by command-line flags, with validation. */
+#ifndef CONFIG_H
+#define CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CONFIG_PATH_MAX 512
+
+typedef struct ModelConfig {
+    int hidden_size;             /* D */
+    int intermediate_size;       /* F */
+    int num_hidden_layers;       /* L */
+    int num_attention_heads;     /* Hq */
+    int num_key_value_heads;     /* Hkv (defaults to Hq) */
+    int head_dim;                /* hd (defaults to D / Hq) */
+    int vocab_size;              /* V */
+    int max_position_embeddings;
+    double rms_norm_eps;
+    double rope_theta;
+    int tie_word_embeddings;
+    double initializer_range;    /* std of the normal init of every matrix */
+    int bos_token_id, eos_token_id;
+    /* Llama-3.1-style rope_scaling ({"rope_type": "llama3", ...}); rope_llama3 == 0 means plain RoPE. */
+    int rope_llama3;
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_position_embeddings;
+} ModelConfig;
+
+typedef struct TrainConfig {
+    char train_data[CONFIG_PATH_MAX]; /* glob of training shards */
+    char val_data[CONFIG_PATH_MAX];   /* glob of validation shards ("" = no validation) */
+    char out_dir[CONFIG_PATH_MAX];    /* run directory ("" = runs/<config name>) */
+    char tokenizer[CONFIG_PATH_MAX];  /* "byte", a tiktoken tokenizer.model path, or "auto" (for samples) */
+    char device[16];                  /* auto | cpu | cuda */
+    int batch_size;                   /* B, sequences per micro-batch */
+    int seq_len;                      /* T */
+    int64_t total_batch_tokens;       /* tokens per optimizer step; a multiple of B*T (0 = B*T) */
+    int steps;
+    double learning_rate;
+    int warmup_steps;
+    char lr_schedule[16];             /* cosine | linear | constant | wsd */
+    double min_lr_frac;               /* the final learning rate as a fraction of learning_rate */
+    double wsd_decay_frac;            /* wsd: fraction of the steps spent in the final linear decay */
+    double weight_decay, beta1, beta2, adam_eps;
+    double grad_clip;                 /* global-norm clip threshold (0 = off) */
+    int64_t seed;
+    int eval_every, eval_batches;     /* 0 = never */
+    int sample_every, sample_tokens;  /* 0 = never */
+    char sample_prompt[256];
+    double temperature;               /* 0 = greedy */
+    int overwrite;                    /* allow a run directory that already holds a run */
+} TrainConfig;
+
+typedef struct Config {
+    ModelConfig model;
+    TrainConfig train;
+    char path[CONFIG_PATH_MAX]; /* the config file it came from */
+} Config;
+
+/* Fills cfg from the command line: defaults, then the JSON file (-c, default configs/llama3_tiny.json), then the flags.
+ * Returns 0 on success, 1 if --help was printed, -1 on an error (message in err). */
+int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errlen);
+
+/* Reads and validates one JSON config file into cfg (on top of what cfg holds). 0 or -1 with a message. */
+int config_load_file(Config *cfg, const char *path, char *err, size_t errlen);
+
+/* Checks consistency of everything (shapes, ranges, batch arithmetic). 0 or -1 with a message. */
+int config_validate(const Config *cfg, char *err, size_t errlen);
+
+/* tokenizer "auto": the "tokenizer" of meta.json in the training shards' directory (written by
+ * scripts/prepare_data.py), or "" when there is no meta.json. 0 or -1 with a message for a broken meta.json. */
+int config_resolve_tokenizer(TrainConfig *t, char *err, size_t errlen);
+
+void config_defaults(Config *cfg);
+void config_print_help(const char *prog);
+
+/* The whole configuration as one JSON object (HF keys and training keys); the caller frees the string. */
+char *config_to_json(const Config *cfg);
+
+/* Derived sizes. */
+static inline int config_qkv_dim(const ModelConfig *m) {
+    return (m->num_attention_heads + 2 * m->num_key_value_heads) * m->head_dim;
+}
+int64_t config_num_parameters(const ModelConfig *m);
+
+#endif

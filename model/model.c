@@ -1,0 +1,352 @@
+/* model.c: the parameter table, the activation arena, the init, and the CODA forward/backward schedule of one
+ * LLaMA-3 model. Every computation goes through the backend's Kernels table (kernels/kernels.h).
+ *
+ * Forward of block l (x: residual stream, r: RMSNorm row scales, O = x * gamma):
+ *   qkv = rope(r1 * (O1 . Wqkv^T))                 gemm_rope
+ *   y, lse = attention(qkv)                        attention_forward
+ *   h = y . Wo^T + x;  O2 = h * g2;  r2            gemm_residual_norm
+ *   Zgu = r2 * (O2 . Wgu^T);  act = silu(G) * U    gemm_swiglu
+ *   x' = act . Wdown^T + h;  O1' = x' * g1'; r1'   gemm_residual_norm (g1' = the next block's attn_norm or the final
+ *                                                  norm)
+ * and the LM head + loss read (O_final, r_final). Backward runs the mirror image, with the RMSNorm backward in the
+ * epilogue of each data-gradient GEMM (gemm_norm_backward) accumulating into the residual-stream gradient dres. */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/rng.h"
+
+/* ---------------------------------------------------------------- parameter table */
+
+static void add_view(ParamTable *t, ParamKind kind, int layer, int rows, int cols, int decay) {
+    static const char *names[] = {"embed", "wqkv", "wo", "wgateup", "wdown", "lm_head", "attn_norm", "mlp_norm",
+                                  "final_norm"};
+    ParamView *v = &t->views[t->n_views++];
+    if (layer >= 0) snprintf(v->name, sizeof(v->name), "layers.%d.%s", layer, names[kind]);
+    else snprintf(v->name, sizeof(v->name), "%s", names[kind]);
+    v->kind = kind;
+    v->layer = layer;
+    v->offset = t->n_params;
+    v->rows = rows;
+    v->cols = cols;
+    v->decay = decay;
+    t->n_params += (size_t)rows * cols;
+}
+
+static int build_param_table(ParamTable *t, const ModelConfig *c) {
+    int L = c->num_hidden_layers, D = c->hidden_size;
+    t->views = calloc((size_t)6 * L + 3, sizeof(ParamView));
+    if (!t->views) return -1;
+    add_view(t, PARAM_EMBED, -1, c->vocab_size, D, 1);
+    for (int l = 0; l < L; l++) {
+        add_view(t, PARAM_WQKV, l, config_qkv_dim(c), D, 1);
+        add_view(t, PARAM_WO, l, D, c->num_attention_heads * c->head_dim, 1);
+        add_view(t, PARAM_WGATEUP, l, 2 * c->intermediate_size, D, 1);
+        add_view(t, PARAM_WDOWN, l, D, c->intermediate_size, 1);
+    }
+    if (!c->tie_word_embeddings) add_view(t, PARAM_LM_HEAD, -1, c->vocab_size, D, 1);
+    t->n_decay = t->n_params;
+    for (int l = 0; l < L; l++) {
+        add_view(t, PARAM_ATTN_NORM, l, 1, D, 0);
+        add_view(t, PARAM_MLP_NORM, l, 1, D, 0);
+    }
+    add_view(t, PARAM_FINAL_NORM, -1, 1, D, 0);
+    return 0;
+}
+
+const ParamView *model_find_param(const Model *m, const char *name) {
+    for (int i = 0; i < m->table.n_views; i++)
+        if (strcmp(m->table.views[i].name, name) == 0) return &m->table.views[i];
+    return NULL;
+}
+
+/* The view of a kind in a layer (layer -1 for the global ones). */
+static const ParamView *view_of(const Model *m, ParamKind kind, int layer) {
+    for (int i = 0; i < m->table.n_views; i++) {
+        const ParamView *v = &m->table.views[i];
+        if (v->kind == kind && v->layer == layer) return v;
+    }
+    return NULL;
+}
+
+/* Pointers into the parameter-shaped buffers. */
+static const void *W(const Model *m, ParamKind kind, int layer) {
+    return (const char *)m->weights + view_of(m, kind, layer)->offset * m->k->act_bytes;
+}
+static const float *gamma_of(const Model *m, ParamKind kind, int layer) {
+    return m->master + view_of(m, kind, layer)->offset;
+}
+static float *grad_of(const Model *m, ParamKind kind, int layer) { return m->grads + view_of(m, kind, layer)->offset; }
+static ParamKind lm_head_kind(const Model *m) {
+    return m->cfg.tie_word_embeddings ? PARAM_EMBED : PARAM_LM_HEAD;
+}
+
+/* ---------------------------------------------------------------- activation arena */
+
+/* Carves the arena into 256-byte aligned pieces. With base == NULL it only measures. */
+typedef struct Carver {
+    char *base;
+    size_t used;
+} Carver;
+
+static void *take(Carver *cv, size_t bytes) {
+    size_t at = cv->used;
+    cv->used += (bytes + 255) / 256 * 256;
+    return cv->base ? cv->base + at : NULL;
+}
+
+/* Returns the bytes the arena needs; sets every activation pointer when base != NULL. */
+static size_t plan_arena(Model *m, char *base) {
+    const ModelConfig *c = &m->cfg;
+    size_t M = (size_t)m->B * m->T, D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
+    size_t Nqkv = config_qkv_dim(c), Dq = (size_t)c->num_attention_heads * c->head_dim, ab = m->k->act_bytes;
+    Carver cv = {base, 0};
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        LayerActs *a = &m->layers[l];
+        a->x = take(&cv, M * D * ab);
+        a->O1 = take(&cv, M * D * ab);
+        a->r1 = take(&cv, M * 4);
+        a->qkv = take(&cv, M * Nqkv * ab);
+        a->y = take(&cv, M * Dq * ab);
+        a->lse = take(&cv, M * c->num_attention_heads * 4);
+        a->h = take(&cv, M * D * ab);
+        a->O2 = take(&cv, M * D * ab);
+        a->r2 = take(&cv, M * 4);
+        a->Zgu = take(&cv, M * 2 * F * ab);
+        a->act = take(&cv, M * F * ab);
+    }
+    m->x_final = take(&cv, M * D * ab);
+    m->O_final = take(&cv, M * D * ab);
+    m->r_final = take(&cv, M * 4);
+    m->rope_cos = take(&cv, (size_t)m->T * c->head_dim / 2 * 4);
+    m->rope_sin = take(&cv, (size_t)m->T * c->head_dim / 2 * 4);
+    m->tokens = take(&cv, M * 4);
+    m->targets = take(&cv, M * 4);
+    m->losses = take(&cv, M * 4);
+    m->dZ_logits = take(&cv, M * V * ab);
+    m->dres = take(&cv, M * D * ab);
+    m->dZgu = take(&cv, M * 2 * F * ab);
+    m->dqkv = take(&cv, M * Nqkv * ab);
+    m->dy = take(&cv, M * Dq * ab);
+    m->c = take(&cv, M * 4);
+    m->logits_row = take(&cv, V * 4);
+    return cv.used;
+}
+
+void model_rope_inv_freq(const ModelConfig *c, double *inv_freq) {
+    int half = c->head_dim / 2;
+    for (int i = 0; i < half; i++) {
+        /* HF: 1 / theta^(2i/hd), in fp32. */
+        double f = (float)(1.0 / pow(c->rope_theta, (double)(float)(2.0 * i / c->head_dim)));
+        if (c->rope_llama3) {
+            /* transformers' _compute_llama3_parameters */
+            double old = c->rope_original_max_position_embeddings;
+            double low_wavelen = old / c->rope_low_freq_factor, high_wavelen = old / c->rope_high_freq_factor;
+            double wavelen = 2 * M_PI / f;
+            if (wavelen > low_wavelen) {
+                f = f / c->rope_factor;
+            } else if (wavelen >= high_wavelen) {
+                double smooth = (old / wavelen - c->rope_low_freq_factor) /
+                                (c->rope_high_freq_factor - c->rope_low_freq_factor);
+                f = (1 - smooth) * f / c->rope_factor + smooth * f;
+            }
+            f = (float)f;
+        }
+        inv_freq[i] = f;
+    }
+}
+
+static int upload_rope_tables(Model *m) {
+    int half = m->cfg.head_dim / 2;
+    size_t n = (size_t)m->T * half;
+    double *inv = malloc(half * sizeof(double));
+    float *cs = malloc(2 * n * sizeof(float));
+    if (!inv || !cs) {
+        free(inv);
+        free(cs);
+        return -1;
+    }
+    model_rope_inv_freq(&m->cfg, inv);
+    for (int t = 0; t < m->T; t++)
+        for (int i = 0; i < half; i++) {
+            float angle = (float)inv[i] * (float)t; /* one fp32 product, as HF computes it */
+            cs[(size_t)t * half + i] = (float)cos(angle);
+            cs[n + (size_t)t * half + i] = (float)sin(angle);
+        }
+    m->k->copy_to_device(m->rope_cos, cs, n * sizeof(float));
+    m->k->copy_to_device(m->rope_sin, cs + n, n * sizeof(float));
+    free(inv);
+    free(cs);
+    return 0;
+}
+
+int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen) {
+    memset(m, 0, sizeof(*m));
+    m->cfg = *cfg;
+    m->k = k;
+    m->B = B;
+    m->T = T;
+    m->layers = calloc(cfg->num_hidden_layers, sizeof(LayerActs));
+    if (!m->layers || build_param_table(&m->table, cfg)) {
+        snprintf(err, errlen, "out of host memory for the model tables");
+        return -1;
+    }
+    size_t n = m->table.n_params;
+    m->master = k->alloc(n * sizeof(float));
+    m->weights = k->alloc(n * k->act_bytes);
+    m->grads = k->alloc(n * sizeof(float));
+    m->adam_m = k->alloc(n * sizeof(float));
+    m->adam_v = k->alloc(n * sizeof(float));
+    m->arena_bytes = plan_arena(m, NULL);
+    m->arena = k->alloc(m->arena_bytes);
+    plan_arena(m, m->arena);
+    m->host_losses = malloc((size_t)B * T * sizeof(float));
+    if (!m->host_losses || upload_rope_tables(m)) {
+        snprintf(err, errlen, "out of host memory");
+        return -1;
+    }
+    return 0;
+}
+
+void model_destroy(Model *m) {
+    if (!m->k) return;
+    const Kernels *k = m->k;
+    k->free(m->master);
+    k->free(m->weights);
+    k->free(m->grads);
+    k->free(m->adam_m);
+    k->free(m->adam_v);
+    k->free(m->arena);
+    free(m->layers);
+    free(m->table.views);
+    free(m->host_losses);
+    memset(m, 0, sizeof(*m));
+}
+
+void model_set_master(Model *m, const float *host, size_t offset, size_t n) {
+    m->k->copy_to_device(m->master + offset, host, n * sizeof(float));
+    m->k->act_from_f32((char *)m->weights + offset * m->k->act_bytes, host, n);
+}
+
+void model_init_weights(Model *m, uint64_t seed) {
+    enum { CHUNK = 1 << 20 };
+    float *buf = malloc(CHUNK * sizeof(float));
+    if (!buf) {
+        fprintf(stderr, "error: out of host memory while initializing the weights\n");
+        exit(1);
+    }
+    double std = m->cfg.initializer_range;
+    for (int vi = 0; vi < m->table.n_views; vi++) {
+        const ParamView *v = &m->table.views[vi];
+        size_t n = (size_t)v->rows * v->cols;
+        int is_norm = v->kind == PARAM_ATTN_NORM || v->kind == PARAM_MLP_NORM || v->kind == PARAM_FINAL_NORM;
+        for (size_t start = 0; start < n; start += CHUNK) {
+            size_t len = n - start < CHUNK ? n - start : CHUNK;
+#pragma omp parallel for schedule(static)
+            for (size_t i = 0; i < len; i++)
+                buf[i] = is_norm ? 1.0f : (float)(std * rng_normal_at(seed, v->offset + start + i));
+            model_set_master(m, buf, v->offset + start, len);
+        }
+    }
+    free(buf);
+    m->k->memset_zero(m->adam_m, m->table.n_params * sizeof(float));
+    m->k->memset_zero(m->adam_v, m->table.n_params * sizeof(float));
+}
+
+void model_zero_grads(Model *m) { m->k->memset_zero(m->grads, m->table.n_params * sizeof(float)); }
+
+/* ---------------------------------------------------------------- forward / backward */
+
+/* The activations that the forward pass of block l writes its output into: the next block's input, or the final. */
+static void block_output(Model *m, int l, void **x, void **O, float **r) {
+    if (l + 1 < m->cfg.num_hidden_layers) {
+        *x = m->layers[l + 1].x;
+        *O = m->layers[l + 1].O1;
+        *r = m->layers[l + 1].r1;
+    } else {
+        *x = m->x_final;
+        *O = m->O_final;
+        *r = m->r_final;
+    }
+}
+
+void model_forward(Model *m, const int32_t *tokens, int B, int T) {
+    const Kernels *k = m->k;
+    const ModelConfig *c = &m->cfg;
+    int M = B * T, D = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;
+    int Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, Nqkv = config_qkv_dim(c);
+    float eps = (float)c->rms_norm_eps;
+    k->copy_to_device(m->tokens, tokens, (size_t)M * sizeof(int32_t));
+    LayerActs *a0 = &m->layers[0];
+    k->embed_norm(m->tokens, W(m, PARAM_EMBED, -1), gamma_of(m, PARAM_ATTN_NORM, 0), eps, a0->x, a0->O1, a0->r1, M,
+                  D);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        LayerActs *a = &m->layers[l];
+        void *x_next, *O_next;
+        float *r_next;
+        block_output(m, l, &x_next, &O_next, &r_next);
+        const float *g_next = l + 1 < c->num_hidden_layers ? gamma_of(m, PARAM_ATTN_NORM, l + 1)
+                                                           : gamma_of(m, PARAM_FINAL_NORM, -1);
+        k->gemm_rope(a->O1, W(m, PARAM_WQKV, l), a->r1, m->rope_cos, m->rope_sin, a->qkv, M, Nqkv, D,
+                     (Hq + Hkv) * hd, hd, T);
+        k->attention_forward(a->qkv, a->y, a->lse, B, T, Hq, Hkv, hd);
+        k->gemm_residual_norm(a->y, W(m, PARAM_WO, l), a->x, gamma_of(m, PARAM_MLP_NORM, l), eps, a->h, a->O2, a->r2,
+                              M, D, Hq * hd);
+        k->gemm_swiglu(a->O2, W(m, PARAM_WGATEUP, l), a->r2, a->Zgu, a->act, M, F, D);
+        k->gemm_residual_norm(a->act, W(m, PARAM_WDOWN, l), a->h, g_next, eps, x_next, O_next, r_next, M, D, F);
+    }
+}
+
+double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_scale) {
+    const Kernels *k = m->k;
+    int M = B * T;
+    k->copy_to_device(m->targets, targets, (size_t)M * sizeof(int32_t));
+    k->lm_head_loss(m->O_final, W(m, lm_head_kind(m), -1), m->r_final, m->targets, grad_scale, m->losses,
+                    grad_scale != 0 ? m->dZ_logits : NULL, m->c, M, m->cfg.vocab_size, m->cfg.hidden_size);
+    k->copy_to_host(m->host_losses, m->losses, (size_t)M * sizeof(float));
+    double sum = 0;
+    for (int i = 0; i < M; i++) sum += m->host_losses[i];
+    return sum / M;
+}
+
+void model_backward(Model *m, int B, int T) {
+    const Kernels *k = m->k;
+    const ModelConfig *c = &m->cfg;
+    int M = B * T, D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, hd = c->head_dim;
+    int Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, Nqkv = config_qkv_dim(c);
+    ParamKind lm = lm_head_kind(m);
+    /* LM head: dW_lm += dZ^T . O_final; dres = RMSNorm backward of the final norm. */
+    k->gemm_dw(m->dZ_logits, m->O_final, grad_of(m, lm, -1), M, V, D);
+    k->gemm_norm_backward(m->dZ_logits, W(m, lm, -1), gamma_of(m, PARAM_FINAL_NORM, -1), m->r_final, m->c,
+                          m->x_final, m->dres, grad_of(m, PARAM_FINAL_NORM, -1), 0, M, V, D);
+    for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
+        LayerActs *a = &m->layers[l];
+        /* MLP: dres holds dL/dx'. */
+        k->gemm_swiglu_backward(m->dres, W(m, PARAM_WDOWN, l), a->Zgu, a->r2, m->dZgu, m->c, M, D, F);
+        k->gemm_dw(m->dres, a->act, grad_of(m, PARAM_WDOWN, l), M, D, F);
+        k->gemm_dw(m->dZgu, a->O2, grad_of(m, PARAM_WGATEUP, l), M, 2 * F, D);
+        k->gemm_norm_backward(m->dZgu, W(m, PARAM_WGATEUP, l), gamma_of(m, PARAM_MLP_NORM, l), a->r2, m->c, a->h,
+                              m->dres, grad_of(m, PARAM_MLP_NORM, l), 1, M, 2 * F, D);
+        /* Attention: dres now holds dL/dh. */
+        k->gemm_dx(m->dres, W(m, PARAM_WO, l), m->dy, M, D, Hq * hd);
+        k->gemm_dw(m->dres, a->y, grad_of(m, PARAM_WO, l), M, D, Hq * hd);
+        k->attention_backward(a->qkv, a->y, a->lse, m->dy, m->dqkv, B, T, Hq, Hkv, hd);
+        k->rope_backward(a->qkv, m->dqkv, a->r1, m->rope_cos, m->rope_sin, m->dqkv, m->c, M, Nqkv, (Hq + Hkv) * hd,
+                         hd, T);
+        k->gemm_dw(m->dqkv, a->O1, grad_of(m, PARAM_WQKV, l), M, Nqkv, D);
+        k->gemm_norm_backward(m->dqkv, W(m, PARAM_WQKV, l), gamma_of(m, PARAM_ATTN_NORM, l), a->r1, m->c, a->x,
+                              m->dres, grad_of(m, PARAM_ATTN_NORM, l), 1, M, Nqkv, D);
+    }
+    k->embed_backward(m->tokens, m->dres, grad_of(m, PARAM_EMBED, -1), M, D, V);
+}
+
+void model_last_logits(Model *m, int B, int T, float *logits) {
+    const Kernels *k = m->k;
+    size_t last = (size_t)B * T - 1, D = m->cfg.hidden_size;
+    k->gemm_rowscale((const char *)m->O_final + last * D * k->act_bytes, W(m, lm_head_kind(m), -1),
+                     m->r_final + last, m->logits_row, 1, m->cfg.vocab_size, (int)D);
+    k->copy_to_host(logits, m->logits_row, (size_t)m->cfg.vocab_size * sizeof(float));
+}

@@ -1,0 +1,111 @@
+/* model.h: the LLaMA-3 model on one backend: parameters (one contiguous buffer with a table of named views), the
+ * activation arena, and the forward/backward schedule of CODA operations (kernels/kernels.h). */
+#ifndef MODEL_H
+#define MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/kernels.h"
+#include "model/config.h"
+
+typedef enum {
+    PARAM_EMBED,      /* [V, D] token embedding (also the LM head when tied) */
+    PARAM_WQKV,       /* [(Hq+2Hkv)*hd, D] q/k/v projections, internal layout (kernels.h) */
+    PARAM_WO,         /* [D, Hq*hd] */
+    PARAM_WGATEUP,    /* [2F, D] gate/up rows interleaved */
+    PARAM_WDOWN,      /* [D, F] */
+    PARAM_LM_HEAD,    /* [V, D] when untied */
+    PARAM_ATTN_NORM,  /* [D] */
+    PARAM_MLP_NORM,   /* [D] */
+    PARAM_FINAL_NORM, /* [D] */
+} ParamKind;
+
+typedef struct ParamView {
+    char name[64];  /* internal name, e.g. "layers.3.wqkv" */
+    ParamKind kind;
+    int layer;      /* -1 for embed, lm_head, final_norm */
+    size_t offset;  /* in elements, into every parameter-shaped buffer */
+    int rows, cols; /* a norm weight is 1 x D */
+    int decay;      /* AdamW weight decay applies (matrices) */
+} ParamView;
+
+/* Parameters are laid out matrices first, norms last, so [0, n_decay) is decayed and [n_decay, n_params) is not. */
+typedef struct ParamTable {
+    ParamView *views;
+    int n_views;
+    size_t n_params;
+    size_t n_decay;
+} ParamTable;
+
+/* Per-layer views of the activations saved by the forward pass (arena pointers; act unless fp32). */
+typedef struct LayerActs {
+    void *x;      /* [M, D] block input (residual stream) */
+    void *O1;     /* [M, D] x * attn_norm */
+    float *r1;    /* [M] */
+    void *qkv;    /* [M, (Hq+2Hkv)*hd] after RoPE */
+    void *y;      /* [M, Hq*hd] attention output */
+    float *lse;   /* [B, Hq, T] */
+    void *h;      /* [M, D] after the attention residual */
+    void *O2;     /* [M, D] h * mlp_norm */
+    float *r2;    /* [M] */
+    void *Zgu;    /* [M, 2F] r2 * (O2 . Wgateup^T) */
+    void *act;    /* [M, F] silu(G) * U */
+} LayerActs;
+
+typedef struct Model {
+    ModelConfig cfg;
+    const Kernels *k;
+    ParamTable table;
+    int B, T;              /* the largest batch the arena holds */
+    /* parameter-shaped buffers */
+    float *master;         /* fp32 master weights */
+    void *weights;         /* act working copy used by the kernels */
+    float *grads, *adam_m, *adam_v;
+    /* activations */
+    void *arena;
+    size_t arena_bytes;
+    LayerActs *layers;     /* [L] */
+    void *x_final, *O_final; /* [M, D]: the last block's output and final_norm(x) before r */
+    float *r_final;          /* [M] */
+    float *rope_cos, *rope_sin; /* [T, hd/2] */
+    int32_t *tokens, *targets;  /* [M] on the device */
+    float *losses;              /* [M] per-row loss */
+    void *dZ_logits;            /* [M, V] LM head gradient (r * dlogits) */
+    void *dres;                 /* [M, D] residual-stream gradient */
+    void *dZgu;                 /* [M, 2F] */
+    void *dqkv;                 /* [M, (Hq+2Hkv)*hd] */
+    void *dy;                   /* [M, Hq*hd] */
+    float *c;                   /* [M] RMSNorm-backward row scalars */
+    float *logits_row;          /* [V] fp32, for sampling */
+    float *host_losses;         /* [M] host copy */
+} Model;
+
+/* Allocates everything for micro-batches of up to B sequences of T tokens. Returns 0 or -1 with a message. */
+int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen);
+void model_destroy(Model *m);
+
+/* The documented init: every matrix element ~ N(0, initializer_range) (the normal number of index = the element's
+ * offset in the master buffer, stream = seed), every norm weight 1; Adam moments zero. */
+void model_init_weights(Model *m, uint64_t seed);
+/* Sets master weights [offset, offset+n) from host fp32 values and refreshes the working copy of that range. */
+void model_set_master(Model *m, const float *host, size_t offset, size_t n);
+
+const ParamView *model_find_param(const Model *m, const char *name);
+
+/* Forward of B sequences of T tokens (host ids), through the final norm (x_final, O_final, r_final). */
+void model_forward(Model *m, const int32_t *tokens, int B, int T);
+/* Mean cross-entropy of the last forward against targets (host ids). With grad_scale != 0 also the LM-head gradient
+ * of grad_scale * sum of the row losses (ready for model_backward). */
+double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_scale);
+/* Backward of the last forward + model_loss(grad_scale != 0): accumulates into m->grads. */
+void model_backward(Model *m, int B, int T);
+/* Logits of the last row of the last forward, into host logits[V]. */
+void model_last_logits(Model *m, int B, int T, float *logits);
+
+void model_zero_grads(Model *m);
+
+/* The RoPE inverse frequencies of the config (Llama-3 scaling applied), inv_freq[hd/2]. */
+void model_rope_inv_freq(const ModelConfig *cfg, double *inv_freq);
+
+#endif

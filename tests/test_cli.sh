@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# test_cli.sh: ./train's command line and its handling of bad input: each bad config, flag or shard must give a clear
+# message (naming the file, key or flag) and a nonzero exit, and must not damage an existing run. Run from the repo root.
+set -u
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+TRAIN=./train
+
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; }
+
+# expect_fail NAME PATTERN CMD...: CMD exits nonzero and its stderr matches PATTERN (grep -E).
+expect_fail() {
+    local name=$1 pattern=$2
+    shift 2
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    if [ $rc -ne 0 ] && grep -qE -- "$pattern" "$TMP/err"; then
+        pass "$name: exit $rc, $(head -c 200 "$TMP/err" | tr '\n' ' ')"
+    else
+        fail "$name: exit $rc, stderr: $(head -c 300 "$TMP/err" | tr '\n' ' ') (wanted /$pattern/)"
+    fi
+}
+
+# make_shard PATH MAGIC VERSION DTYPE N_HEADER N_TOKENS [TRUNCATE_BYTES] [MAX_ID]
+make_shard() {
+    python3 - "$@" <<'EOF'
+import struct, sys, random
+path, magic, version, dtype, n_header, n_tok = sys.argv[1], *map(int, sys.argv[2:4]), sys.argv[4], *map(int, sys.argv[5:7])
+cut = int(sys.argv[7]) if len(sys.argv) > 7 else 0
+max_id = int(sys.argv[8]) if len(sys.argv) > 8 else 255
+rng = random.Random(1)
+header = [0] * 256
+header[0], header[1], header[2] = magic, version, n_header
+body = struct.pack("<256i", *header) + struct.pack("<%d%s" % (n_tok, dtype), *[rng.randrange(max_id + 1) for _ in range(n_tok)])
+open(path, "wb").write(body[: len(body) - cut])
+EOF
+}
+
+mkdir -p "$TMP/good"
+make_shard "$TMP/good/train_000.bin" 20240520 1 H 5000 5000
+make_shard "$TMP/good/val_000.bin" 20240520 1 H 2000 2000
+
+# A small model config for these tests.
+cat >"$TMP/small.json" <<EOF
+{"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
+ "num_key_value_heads": 1, "vocab_size": 256, "max_position_embeddings": 64, "rms_norm_eps": 1e-5,
+ "tie_word_embeddings": true, "train_data": "$TMP/good/train_*.bin", "val_data": "$TMP/good/val_*.bin",
+ "batch_size": 2, "seq_len": 32, "steps": 3, "warmup_steps": 1, "eval_every": 2, "eval_batches": 2,
+ "sample_every": 0, "tokenizer": "byte"}
+EOF
+# cfg_with 'KEY: VALUE' > file: the small config with one key added or replaced.
+cfg_with() {
+    python3 - "$TMP/small.json" "$1" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+c.update(json.loads("{" + sys.argv[2] + "}"))
+print(json.dumps(c))
+EOF
+}
+
+# --help documents every training flag.
+if $TRAIN --help >"$TMP/help" 2>&1 && grep -q -- "--learning-rate" "$TMP/help" && grep -q -- "--total-batch-tokens" "$TMP/help" \
+    && grep -q -- "--lr-schedule" "$TMP/help" && grep -q -- "--eval-every" "$TMP/help"; then
+    pass "--help exits 0 and lists the flags"
+else
+    fail "--help"
+fi
+
+# Configs.
+expect_fail "missing config file" "nonexistent\.json.*cannot open" $TRAIN -c "$TMP/nonexistent.json"
+echo '{"hidden_size": 32,, }' >"$TMP/garbage.json"
+expect_fail "garbage config" "garbage\.json.*not valid JSON" $TRAIN -c "$TMP/garbage.json"
+echo '[1, 2]' >"$TMP/array.json"
+expect_fail "config that is not an object" "array\.json.*object" $TRAIN -c "$TMP/array.json"
+cfg_with '"lerning_rate": 0.1' >"$TMP/c1.json"
+expect_fail "unknown key" "c1\.json.*unknown key \"lerning_rate\"" $TRAIN -c "$TMP/c1.json"
+cfg_with '"hidden_size": "big"' >"$TMP/c2.json"
+expect_fail "wrong type" "c2\.json.*hidden_size.*must be a number" $TRAIN -c "$TMP/c2.json"
+cfg_with '"num_key_value_heads": 3, "num_attention_heads": 4, "head_dim": 8' >"$TMP/c3.json"
+expect_fail "heads not a multiple of kv heads" "c3\.json.*multiple of num_key_value_heads" $TRAIN -c "$TMP/c3.json"
+cfg_with '"hidden_size": 30, "num_attention_heads": 4' >"$TMP/c4.json"
+expect_fail "hidden_size not divisible by heads" "c4\.json.*hidden_size.*num_attention_heads" $TRAIN -c "$TMP/c4.json"
+cfg_with '"total_batch_tokens": 100' >"$TMP/c5.json"
+expect_fail "total batch not a multiple of B*T" "total_batch_tokens.*multiple" $TRAIN -c "$TMP/c5.json"
+cfg_with '"hidden_act": "gelu"' >"$TMP/c6.json"
+expect_fail "unsupported activation" "c6\.json.*hidden_act.*not supported" $TRAIN -c "$TMP/c6.json"
+cfg_with '"seq_len": 128' >"$TMP/c7.json"
+expect_fail "seq_len beyond max_position_embeddings" "seq_len.*max_position_embeddings" $TRAIN -c "$TMP/c7.json"
+cfg_with '"rope_scaling": {"rope_type": "yarn", "factor": 2}' >"$TMP/c8.json"
+expect_fail "unsupported rope scaling" "rope_scaling.*yarn" $TRAIN -c "$TMP/c8.json"
+cfg_with '"vocab_size": 100' >"$TMP/c9.json"
+expect_fail "tokenizer larger than the vocabulary" "tokenizer byte has 256 tokens.*vocab_size is 100" $TRAIN -c "$TMP/c9.json" -o "$TMP/r9"
+cfg_with '"intermediate_size": 0' >"$TMP/c10.json"
+expect_fail "zero dimension" "intermediate_size.*out of range" $TRAIN -c "$TMP/c10.json"
+
+# Flags.
+expect_fail "non-numeric flag value" "--learning-rate.*expected a number.*abc" $TRAIN -c "$TMP/small.json" --learning-rate abc
+expect_fail "out-of-range flag value" "-b.*batch_size.*out of range" $TRAIN -c "$TMP/small.json" -b 0
+expect_fail "unknown flag" "unknown flag \"--lernrate\"" $TRAIN -c "$TMP/small.json" --lernrate 1
+expect_fail "flag without a value" "--steps needs a value" $TRAIN -c "$TMP/small.json" --steps
+expect_fail "bad choice" "lr_schedule must be one of" $TRAIN -c "$TMP/small.json" --lr-schedule cosinus
+expect_fail "cuda on a CPU-only build or bad device" "device|CUDA" $TRAIN -c "$TMP/small.json" --device tpu
+
+# Shards.
+expect_fail "no shard matches" "nothing_here_\*\.bin" $TRAIN -c "$TMP/small.json" -i "$TMP/nothing_here_*.bin" -o "$TMP/r1"
+mkdir -p "$TMP/trunc" "$TMP/magic" "$TMP/oov" "$TMP/ver"
+make_shard "$TMP/trunc/train_000.bin" 20240520 1 H 5000 5000 100
+expect_fail "truncated shard" "trunc/train_000\.bin" $TRAIN -c "$TMP/small.json" -i "$TMP/trunc/*.bin" -o "$TMP/r2"
+make_shard "$TMP/magic/train_000.bin" 12345 1 H 5000 5000
+expect_fail "wrong magic" "magic/train_000\.bin.*magic" $TRAIN -c "$TMP/small.json" -i "$TMP/magic/*.bin" -o "$TMP/r3"
+make_shard "$TMP/ver/train_000.bin" 20240520 7 H 5000 5000
+expect_fail "wrong version" "ver/train_000\.bin.*version" $TRAIN -c "$TMP/small.json" -i "$TMP/ver/*.bin" -o "$TMP/r4"
+make_shard "$TMP/oov/train_000.bin" 20240520 1 H 5000 5000 0 1000
+expect_fail "token id outside the vocabulary" "oov/train_000\.bin.*(vocab|token)" $TRAIN -c "$TMP/small.json" -i "$TMP/oov/*.bin" -o "$TMP/r5"
+
+# A good run, then the same run directory again must be refused without touching the log.
+if $TRAIN -c "$TMP/small.json" -o "$TMP/run" >"$TMP/out" 2>&1 && [ "$(grep -c '"loss"' "$TMP/run/log.jsonl")" -eq 3 ] \
+    && grep -q '"val_loss"' "$TMP/run/log.jsonl"; then
+    pass "a small run writes 3 step records and a validation record"
+else
+    fail "small run: $(tail -5 "$TMP/out")"
+fi
+cp "$TMP/run/log.jsonl" "$TMP/log.before"
+expect_fail "existing run directory" "already holds a run.*--overwrite" $TRAIN -c "$TMP/small.json" -o "$TMP/run"
+if cmp -s "$TMP/log.before" "$TMP/run/log.jsonl"; then pass "the refused run left the old log untouched"; else fail "log changed"; fi
+
+# A Hugging Face config.json without training keys, with the data as a flag.
+python3 - "$TMP/small.json" >"$TMP/hf.json" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1]))
+hf = {k: c[k] for k in ["hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                        "num_key_value_heads", "vocab_size", "max_position_embeddings", "rms_norm_eps",
+                        "tie_word_embeddings"]}
+hf.update({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu", "torch_dtype": "bfloat16",
+           "bos_token_id": 1, "eos_token_id": [2, 3], "rope_scaling": None, "attention_bias": False})
+print(json.dumps(hf))
+EOF
+if $TRAIN -c "$TMP/hf.json" -i "$TMP/good/train_*.bin" -b 2 -t 32 -n 2 --sample-every 0 -o "$TMP/hfrun" >"$TMP/out" 2>&1 \
+    && [ "$(grep -c '"loss"' "$TMP/hfrun/log.jsonl")" -eq 2 ]; then
+    pass "a plain Hugging Face config.json trains with flags for the data and batch"
+else
+    fail "HF config run: $(tail -5 "$TMP/out")"
+fi
