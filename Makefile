@@ -24,7 +24,7 @@ endif
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 
-.PHONY: all test data clean
+.PHONY: all test data deps clean
 all: train
 
 build/%.o: %.c $(wildcard */*.h */*/*.h)
@@ -44,6 +44,10 @@ build/tests/%: tests/%.c build/libtrainer.a tests/test_util.h
 # Every CPU test; the last line is "N passed, N failed".
 test: train $(TEST_BINS)
 	bash tests/run_cpu_tests.sh
+
+# Build and test dependencies on a fresh Debian/Ubuntu machine.
+deps:
+	bash scripts/install_deps.sh
 
 # The default dataset: TinyShakespeare, byte-level (the tiny config) and Llama 3 tokens (the 1B config).
 # Takes the local copies in $(SHARED) when they exist; otherwise the script downloads the text.

@@ -28,7 +28,8 @@
  * - Attention operates on Z_qkv rows directly. Output y [B*T, Hq*hd] (head h at columns [h*hd, (h+1)*hd), HF's
  *   o_proj input layout), lse [B, Hq, T] = log-sum-exp of the scaled, causally masked scores of each query.
  *   KV head of query head h is h / (Hq/Hkv). Scale 1/sqrt(hd).
- * - In-place use is allowed only where a comment says so.
+ * - In-place use is allowed only where a comment says so (never h == res, dZ == Z).
+ * - Shapes the callers guarantee: Hq % Hkv == 0, hd even, n_rope_cols a multiple of hd, RoPE tables of >= T rows.
  */
 #ifndef KERNELS_H
 #define KERNELS_H
@@ -81,7 +82,8 @@ typedef struct Kernels {
      * W [V,K]. loss[m] = logsumexp(logits[m]) - logits[m, targets[m]] (fp32, per row).
      * If dZ != NULL (training), also the gradient of  dscale * sum_m loss[m]  with respect to the logits,
      * g = dscale * (softmax(logits[m]) - onehot(targets[m])), returned in the form the backward GEMMs use:
-     * dZ [M,V] act = r * g, and c[m] = <logits[m], g[m]> (the RMSNorm-backward row scalar). */
+     * dZ [M,V] act = r * g, and c[m] = <logits[m], g[m]> (the RMSNorm-backward row scalar); c is not written
+     * when dZ == NULL. Every target must be in [0, V) (the data loader checks). */
     void (*lm_head_loss)(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
                          float *loss, void *dZ, float *c, int M, int V, int K);
 
@@ -128,7 +130,7 @@ typedef struct Kernels {
 
     /* AdamW on n parameters (PyTorch's torch.optim.AdamW semantics), with the gradient multiplied by grad_scale first
      * (global-norm clipping and nothing else):  g = grad*grad_scale; p *= 1 - lr*weight_decay;
-     * m = beta1*m + (1-beta1)*g; v = beta2*v + (1-beta2)*g^2;
+     * m = m + (1-beta1)*(g - m) (torch's lerp); v = beta2*v + (1-beta2)*g^2;
      * p -= (lr / (1 - beta1^step)) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps); then working = act(p).
      * step counts from 1. master/m/v/grad fp32, working act. */
     void (*adamw)(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr,

@@ -536,9 +536,9 @@ void config_print_help(const char *prog) {
     printf("usage: %s [-c config.json] [flags]\n\n"
            "Trains a LLaMA-3-style model. The config file holds Hugging Face config.json keys (the model) and\n"
            "training keys; every training key is also a flag (--key-name value), and flags override the file.\n\n"
-           "  -c, --config FILE          JSON config (default configs/llama3_tiny.json)\n"
-           "      --overwrite            allow a run directory that already holds a run\n"
-           "  -h, --help                 this text\n", prog);
+           "  -c, --config FILE              JSON config (default configs/llama3_tiny.json)\n"
+           "      --overwrite                allow a run directory that already holds a run\n"
+           "  -h, --help                     this text\n", prog);
     for (int i = 0; i < N_OPTIONS; i++) {
         const Option *o = &OPTIONS[i];
         if (o->is_model) continue;
@@ -551,12 +551,12 @@ void config_print_help(const char *prog) {
                           : o->type == OPT_DOUBLE ? "F" : o->type == OPT_BOOL ? "BOOL" : "N";
         char left[96];
         snprintf(left, sizeof(left), "%s %s %s", sf, flag, arg);
-        printf("  %-26s %s\n", left, o->help);
+        printf("  %-30s %s\n", left, o->help);
     }
     printf("\nModel keys (Hugging Face LlamaConfig, in the file only):\n");
     for (int i = 0; i < N_OPTIONS; i++)
-        if (OPTIONS[i].is_model) printf("  %-26s %s\n", OPTIONS[i].key, OPTIONS[i].help);
-    printf("  %-26s %s\n", "rope_scaling", "{\"rope_type\": \"llama3\", factor, low_freq_factor, high_freq_factor, "
+        if (OPTIONS[i].is_model) printf("  %-30s %s\n", OPTIONS[i].key, OPTIONS[i].help);
+    printf("  %-30s %s\n", "rope_scaling", "{\"rope_type\": \"llama3\", factor, low_freq_factor, high_freq_factor, "
            "original_max_position_embeddings} or null");
 }
 

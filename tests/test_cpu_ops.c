@@ -93,12 +93,6 @@ static double dot_d(const double *a, const double *b, size_t n) {
     return s;
 }
 
-static double dot_fd(const float *a, const double *b, size_t n) {
-    double s = 0.0;
-    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-
 /* ||a - ref|| / ||ref||, a fp32 against a double reference; NaN anywhere in a (an unwritten output) gives NaN. */
 static double rel_err(const float *a, const double *ref, size_t n) {
     double num = 0.0, den = 0.0;
@@ -196,7 +190,7 @@ static void rope_tables(int T, int hd, float **cos_t, float **sin_t) {
  * 2i+1 is HF column i + hd/2), apply x*cos + rotate_half(x)*sin (sin negated for the transpose), interleave back. */
 static void ref_rope_row(double *z, int n_rope_cols, int hd, const float *cos_row, const float *sin_row, double sign) {
     const int half = hd / 2;
-    double hf[64], out[64];
+    double hf[64], out[64]; /* hd <= 64 */
     for (int head = 0; head < n_rope_cols; head += hd) {
         for (int i = 0; i < half; i++) {
             hf[i] = z[head + 2 * i];
@@ -458,9 +452,16 @@ static void test_lm_head_uniform(void) {
     const int32_t *tgt = rand_tokens(M, V);
     float *loss = nan_f(M), *dZ = nan_f((size_t)M * V), *c = nan_f(M);
     kc->lm_head_loss(O, W, r, tgt, 1.0f, loss, dZ, c, M, V, K);
-    double max_err = 0.0;
-    for (int m = 0; m < M; m++) max_err = fmax(max_err, fabs(loss[m] - log((double)V)));
-    CHECK(max_err < 1e-6, "lm_head_loss: uniform logits give loss ln(V) (max err %.2e, tol 1e-6)", max_err);
+    double loss_err = 0.0, dZ_err = 0.0, c_max = 0.0;
+    for (int m = 0; m < M; m++) {
+        loss_err = fmax(loss_err, fabs(loss[m] - log((double)V)));
+        for (int v = 0; v < V; v++)
+            dZ_err = fmax(dZ_err, fabs(dZ[(size_t)m * V + v] - r[m] * (1.0 / V - (v == tgt[m]))));
+        c_max = fmax(c_max, fabs(c[m]));
+    }
+    CHECK(loss_err < 1e-6, "lm_head_loss: uniform logits give loss ln(V) (max err %.2e, tol 1e-6)", loss_err);
+    CHECK(dZ_err < 1e-6 && c_max == 0.0,
+          "lm_head_loss: uniform logits give dZ = r (1/V - onehot) (max err %.2e, tol 1e-6) and c = 0", dZ_err);
     free_all();
 }
 
@@ -484,19 +485,20 @@ static void test_gemm_norm_backward(void) {
     check_close("gemm_norm_backward (accumulate 0): dres = gamma*G - (r^2/K) c x", dres, dx_ref, (size_t)M * K);
     check_close("gemm_norm_backward: dgamma += sum_m G x", dgamma, dgamma_ref, K);
 
-    float *dres_acc = copy_f(dres0, (size_t)M * K), *dgamma_1 = copy_f(dgamma0, K);
-    kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres_acc, dgamma_1, 1, M, N, K);
+    float *dres_acc = copy_f(dres0, (size_t)M * K), *dgamma_acc = copy_f(dgamma0, K);
+    kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres_acc, dgamma_acc, 1, M, N, K);
     double *dres_acc_ref = to_d(dres0, (size_t)M * K);
     for (size_t i = 0; i < (size_t)M * K; i++) dres_acc_ref[i] += dx_ref[i];
     check_close("gemm_norm_backward (accumulate 1): dres += dx", dres_acc, dres_acc_ref, (size_t)M * K);
 
-    float *dgamma_3 = copy_f(dgamma0, K), *dres_3 = nan_f((size_t)M * K);
-    set_threads(3);
-    kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres_3, dgamma_3, 0, M, N, K);
+    float *dgamma_1 = copy_f(dgamma0, K), *dgamma_3 = copy_f(dgamma0, K);
+    float *dres_1 = copy_f(dres0, (size_t)M * K), *dres_3 = copy_f(dres0, (size_t)M * K);
     set_threads(1);
-    float *dgamma_t1 = copy_f(dgamma0, K), *dres_t1 = nan_f((size_t)M * K);
-    kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres_t1, dgamma_t1, 0, M, N, K);
-    check_same_bits("gemm_norm_backward: dgamma", dgamma_3, dgamma_t1, K * sizeof(float));
+    kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres_1, dgamma_1, 1, M, N, K);
+    set_threads(3);
+    kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres_3, dgamma_3, 1, M, N, K);
+    check_same_bits("gemm_norm_backward: dres", dres_1, dres_3, (size_t)M * K * sizeof(float));
+    check_same_bits("gemm_norm_backward: dgamma", dgamma_1, dgamma_3, K * sizeof(float));
     free_all();
 }
 
@@ -562,29 +564,28 @@ static double swiglu_chain_loss(const double *Z, const double *W_down, const dou
 
 static void test_gemm_swiglu_backward(void) {
     const int D = 29, F = 23;
+    const size_t nz = (size_t)M * 2 * F;
     const float *dY = rand_f((size_t)M * D, 0.0, 1.0), *W_down = rand_f((size_t)D * F, 0.0, 0.5);
-    const float *Z = rand_f((size_t)M * 2 * F, 0.0, 3.0), *r = rand_f(M, 1.0, 0.5);
-    float *dZ = nan_f((size_t)M * 2 * F), *c = nan_f(M);
+    const float *Z = rand_f(nz, 0.0, 3.0), *r = rand_f(M, 1.0, 0.5);
+    float *dZ = nan_f(nz), *c = nan_f(M);
     kc->gemm_swiglu_backward(dY, W_down, Z, r, dZ, c, M, D, F);
 
-    double *dact = zeros_d((size_t)M * F), *dGU = zeros_d((size_t)M * 2 * F), *dZ_ref = zeros_d((size_t)M * 2 * F);
-    double *c_ref = zeros_d(M);
-    ref_xw(to_d(dY, (size_t)M * D), to_d(W_down, (size_t)D * F), dact, M, D, F);
+    double *Zd = to_d(Z, nz), *Wd = to_d(W_down, (size_t)D * F), *dYd = to_d(dY, (size_t)M * D);
+    double *dact = zeros_d((size_t)M * F), *dGU = zeros_d(nz), *dZ_ref = zeros_d(nz), *c_ref = zeros_d(M);
+    ref_xw(dYd, Wd, dact, M, D, F);
     for (int m = 0; m < M; m++) {
         for (int j = 0; j < F; j++) {
             const size_t i = (size_t)m * F + j;
-            const double g = Z[2 * i], u = Z[2 * i + 1], s = 1.0 / (1.0 + exp(-g));
+            const double g = Zd[2 * i], u = Zd[2 * i + 1], s = 1.0 / (1.0 + exp(-g));
             dGU[2 * i] = dact[i] * u * (s + g * s * (1.0 - s));
             dGU[2 * i + 1] = dact[i] * silu(g);
         }
         for (int n = 0; n < 2 * F; n++) dZ_ref[(size_t)m * 2 * F + n] = r[m] * dGU[(size_t)m * 2 * F + n];
-        c_ref[m] = dot_fd(Z + (size_t)m * 2 * F, dGU + (size_t)m * 2 * F, 2 * F);
+        c_ref[m] = dot_d(Zd + (size_t)m * 2 * F, dGU + (size_t)m * 2 * F, 2 * F);
     }
-    check_close("gemm_swiglu_backward: dZ = r * (dG, dU)", dZ, dZ_ref, (size_t)M * 2 * F);
+    check_close("gemm_swiglu_backward: dZ = r * (dG, dU)", dZ, dZ_ref, nz);
     check_close("gemm_swiglu_backward: c = <Z, (dG, dU)>", c, c_ref, M);
 
-    const size_t nz = (size_t)M * 2 * F;
-    double *Zd = to_d(Z, nz), *Wd = to_d(W_down, (size_t)D * F), *dYd = to_d(dY, (size_t)M * D);
     const double *u = rand_dir(nz);
     const double fd = (swiglu_chain_loss(step_d(Zd, u, nz, 1.0), Wd, dYd, D, F) -
                        swiglu_chain_loss(step_d(Zd, u, nz, -1.0), Wd, dYd, D, F)) /
@@ -684,11 +685,11 @@ static void test_rope_backward(void) {
     float *dZ_out = nan_f(n), *c = nan_f(M);
     kc->rope_backward(Z, dZ_in, r, cos_t, sin_t, dZ_out, c, M, Nq, n_rope, hd, T);
 
-    double *dZ_ref = to_d(dZ_in, n), *c_ref = zeros_d(M);
+    double *Zd = to_d(Z, n), *dZ_in_d = to_d(dZ_in, n), *dZ_ref = to_d(dZ_in, n), *c_ref = zeros_d(M);
     for (int m = 0; m < M; m++) {
         ref_rope_row(dZ_ref + (size_t)m * Nq, n_rope, hd, cos_t + (m % T) * hd / 2, sin_t + (m % T) * hd / 2, -1.0);
         for (int j = 0; j < Nq; j++) dZ_ref[(size_t)m * Nq + j] *= r[m];
-        c_ref[m] = dot_d(to_d(Z + (size_t)m * Nq, Nq), to_d(dZ_in + (size_t)m * Nq, Nq), Nq);
+        c_ref[m] = dot_d(Zd + (size_t)m * Nq, dZ_in_d + (size_t)m * Nq, Nq);
     }
     check_close("rope_backward: dZ_out = r * rope^T(dZ_in)", dZ_out, dZ_ref, n);
     check_close("rope_backward: c = <Z, dZ_in>", c, c_ref, M);
@@ -701,7 +702,7 @@ static void test_rope_backward(void) {
     double *unscaled = to_d(dZ_out, n);
     for (size_t i = 0; i < n; i++) unscaled[i] /= r[i / Nq];
     check_directional("rope_backward: dZ_out / r is the adjoint of the forward RoPE", unscaled, u, n,
-                      dot_d(to_d(dZ_in, n), rope_u, n), FD_TOL);
+                      dot_d(dZ_in_d, rope_u, n), FD_TOL);
 
     float *inplace = copy_f(dZ_in, n), *c2 = nan_f(M);
     kc->rope_backward(Z, inplace, r, cos_t, sin_t, inplace, c2, M, Nq, n_rope, hd, T);

@@ -7,13 +7,13 @@
 
 /* Row layout of qkv/dqkv: Q heads [0, Hq), then K heads, then V heads, hd columns each. */
 typedef struct {
-    int T, Hq, Hkv, hd;
+    int Hq, Hkv, hd;
     size_t ld_qkv, ld_y; /* row strides of qkv/dqkv and y/dy */
     float scale;         /* 1/sqrt(hd) */
 } AttnShape;
 
-static AttnShape attn_shape(int T, int Hq, int Hkv, int hd) {
-    return (AttnShape){T, Hq, Hkv, hd, (size_t)(Hq + 2 * Hkv) * hd, (size_t)Hq * hd, 1.0f / sqrtf((float)hd)};
+static AttnShape attn_shape(int Hq, int Hkv, int hd) {
+    return (AttnShape){Hq, Hkv, hd, (size_t)(Hq + 2 * Hkv) * hd, (size_t)Hq * hd, 1.0f / sqrtf((float)hd)};
 }
 
 /* Offsets of head h's Q, K and V vectors inside a qkv row (h < Hq for Q, h < Hkv for K and V). */
@@ -38,7 +38,7 @@ static void axpy_f32(float *restrict y, float a, const float *x, int n) {
 static float score(const AttnShape *s, const float *q, const float *k) { return s->scale * dot_f32(q, k, s->hd); }
 
 void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd) {
-    const AttnShape s = attn_shape(T, Hq, Hkv, hd);
+    const AttnShape s = attn_shape(Hq, Hkv, hd);
     const float *qkvf = qkv;
     float *yf = y;
     const int group = Hq / Hkv;
@@ -79,7 +79,7 @@ void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, i
  * for dk and dv). One task per (batch, KV head) owns those dk/dv rows and adds their terms in a fixed order. */
 void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, int B, int T,
                             int Hq, int Hkv, int hd) {
-    const AttnShape s = attn_shape(T, Hq, Hkv, hd);
+    const AttnShape s = attn_shape(Hq, Hkv, hd);
     const float *qkvf = qkv, *yf = y, *dyf = dy;
     float *dqkvf = dqkv;
     const int group = Hq / Hkv;

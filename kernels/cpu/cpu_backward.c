@@ -10,6 +10,7 @@
 
 void cpu_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
                             const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K) {
+    if (M <= 0) return; /* nothing to add (and no partials to sum) */
     const float *xf = x;
     float *dresf = dres;
     /* dgamma is a sum over rows: each row block writes its own partial column sums (in double), which are then
@@ -109,6 +110,7 @@ void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const f
 }
 
 void cpu_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V) {
+    (void)V; /* dE's row count: every token is < V */
     const float *dxf = dx;
     /* Parallel over column slices: one thread owns each dE element and adds its rows in order of m. */
 #pragma omp parallel for schedule(static)

@@ -35,7 +35,7 @@ void cpu_adamw(float *master, void *working, const float *grad, float *m, float 
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         const float g = grad[i] * grad_scale;
-        const float mi = beta1 * m[i] + one_minus_beta1 * g;
+        const float mi = m[i] + one_minus_beta1 * (g - m[i]); /* torch: exp_avg.lerp_(grad, 1 - beta1) */
         const float vi = beta2 * v[i] + one_minus_beta2 * (g * g);
         const float denom = sqrtf(vi) / bias_correction2_sqrt + eps;
         const float p = master[i] * decay - step_size * (mi / denom);
