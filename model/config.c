@@ -23,6 +23,7 @@ typedef struct Option {
     size_t size;         /* OPT_STRING: buffer size */
     double min, max;     /* numeric range, inclusive */
     const char *choices; /* OPT_STRING: "a|b|c" or NULL for any */
+    const char *def;     /* default value as a flag would give it; NULL: none (required or derived) */
     const char *help;
 } Option;
 
@@ -33,48 +34,48 @@ typedef struct Option {
 
 static const Option OPTIONS[] = {
     /* model: Hugging Face LlamaConfig keys */
-    {"hidden_size", 0, OPT_INT, M_(hidden_size), 1, 1 << 16, NULL, "model width D"},
-    {"intermediate_size", 0, OPT_INT, M_(intermediate_size), 1, 1 << 20, NULL, "SwiGLU width F"},
-    {"num_hidden_layers", 0, OPT_INT, M_(num_hidden_layers), 1, 1024, NULL, "number of blocks L"},
-    {"num_attention_heads", 0, OPT_INT, M_(num_attention_heads), 1, 1024, NULL, "query heads Hq"},
-    {"num_key_value_heads", 0, OPT_INT, M_(num_key_value_heads), 1, 1024, NULL, "key/value heads Hkv (default Hq)"},
-    {"head_dim", 0, OPT_INT, M_(head_dim), 2, 1024, NULL, "head dimension hd (default D/Hq)"},
-    {"vocab_size", 0, OPT_INT, M_(vocab_size), 2, 1 << 24, NULL, "vocabulary size V"},
-    {"max_position_embeddings", 0, OPT_INT, M_(max_position_embeddings), 1, 1 << 24, NULL, "longest sequence"},
-    {"rms_norm_eps", 0, OPT_DOUBLE, M_(rms_norm_eps), 0, 1, NULL, "RMSNorm epsilon"},
-    {"rope_theta", 0, OPT_DOUBLE, M_(rope_theta), 1, BIG, NULL, "RoPE base"},
-    {"tie_word_embeddings", 0, OPT_BOOL, M_(tie_word_embeddings), 0, 1, NULL, "LM head shares the embedding"},
-    {"initializer_range", 0, OPT_DOUBLE, M_(initializer_range), 0, 10, NULL, "std of the normal init of matrices"},
-    {"bos_token_id", 0, OPT_INT, M_(bos_token_id), -1, 1 << 24, NULL, "BOS id"},
-    {"eos_token_id", 0, OPT_INT, M_(eos_token_id), -1, 1 << 24, NULL, "EOS id"},
+    {"hidden_size", 0, OPT_INT, M_(hidden_size), 1, 1 << 16, NULL, NULL, "model width D"},
+    {"intermediate_size", 0, OPT_INT, M_(intermediate_size), 1, 1 << 20, NULL, NULL, "SwiGLU width F"},
+    {"num_hidden_layers", 0, OPT_INT, M_(num_hidden_layers), 1, 1024, NULL, NULL, "number of blocks L"},
+    {"num_attention_heads", 0, OPT_INT, M_(num_attention_heads), 1, 1024, NULL, NULL, "query heads Hq"},
+    {"num_key_value_heads", 0, OPT_INT, M_(num_key_value_heads), 1, 1024, NULL, NULL, "key/value heads Hkv (default Hq)"},
+    {"head_dim", 0, OPT_INT, M_(head_dim), 2, 1024, NULL, NULL, "head dimension hd (default D/Hq)"},
+    {"vocab_size", 0, OPT_INT, M_(vocab_size), 2, 1 << 24, NULL, NULL, "vocabulary size V"},
+    {"max_position_embeddings", 0, OPT_INT, M_(max_position_embeddings), 1, 1 << 24, NULL, "2048", "longest sequence"},
+    {"rms_norm_eps", 0, OPT_DOUBLE, M_(rms_norm_eps), 0, 1, NULL, "1e-6", "RMSNorm epsilon"},
+    {"rope_theta", 0, OPT_DOUBLE, M_(rope_theta), 1, BIG, NULL, "10000", "RoPE base"},
+    {"tie_word_embeddings", 0, OPT_BOOL, M_(tie_word_embeddings), 0, 1, NULL, "false", "LM head shares the embedding"},
+    {"initializer_range", 0, OPT_DOUBLE, M_(initializer_range), 0, 10, NULL, "0.02", "std of the normal init of matrices"},
+    {"bos_token_id", 0, OPT_INT, M_(bos_token_id), -1, 1 << 24, NULL, "-1", "BOS id"},
+    {"eos_token_id", 0, OPT_INT, M_(eos_token_id), -1, 1 << 24, NULL, "-1", "EOS id"},
     /* training */
-    {"train_data", 'i', OPT_STRING, TS_(train_data), 0, 0, NULL, "glob of training shards"},
-    {"val_data", 'j', OPT_STRING, TS_(val_data), 0, 0, NULL, "glob of validation shards (empty: none)"},
-    {"out_dir", 'o', OPT_STRING, TS_(out_dir), 0, 0, NULL, "run directory (default runs/<config name>)"},
-    {"tokenizer", 0, OPT_STRING, TS_(tokenizer), 0, 0, NULL, "'byte', a tiktoken tokenizer.model, or 'auto': the one in the training data's meta.json"},
-    {"device", 'd', OPT_STRING, TS_(device), 0, 0, "auto|cpu|cuda", "where to train"},
-    {"batch_size", 'b', OPT_INT, T_(batch_size), 1, 1 << 20, NULL, "sequences per micro-batch B"},
-    {"seq_len", 't', OPT_INT, T_(seq_len), 1, 1 << 24, NULL, "sequence length T"},
-    {"total_batch_tokens", 0, OPT_INT64, T_(total_batch_tokens), 0, BIG, NULL,
+    {"train_data", 'i', OPT_STRING, TS_(train_data), 0, 0, NULL, "", "glob of training shards"},
+    {"val_data", 'j', OPT_STRING, TS_(val_data), 0, 0, NULL, "", "glob of validation shards (empty: none)"},
+    {"out_dir", 'o', OPT_STRING, TS_(out_dir), 0, 0, NULL, "", "run directory (default runs/<config name>)"},
+    {"tokenizer", 0, OPT_STRING, TS_(tokenizer), 0, 0, NULL, "auto", "'byte', a tokenizer.model, or 'auto' (the data's meta.json)"},
+    {"device", 'd', OPT_STRING, TS_(device), 0, 0, "auto|cpu|cuda", "auto", "where to train"},
+    {"batch_size", 'b', OPT_INT, T_(batch_size), 1, 1 << 20, NULL, "4", "sequences per micro-batch B"},
+    {"seq_len", 't', OPT_INT, T_(seq_len), 1, 1 << 24, NULL, "256", "sequence length T"},
+    {"total_batch_tokens", 0, OPT_INT64, T_(total_batch_tokens), 0, BIG, NULL, "0",
      "tokens per optimizer step, a multiple of B*T (0: B*T); the rest is gradient accumulation"},
-    {"steps", 'n', OPT_INT, T_(steps), 1, 1e9, NULL, "optimizer steps"},
-    {"learning_rate", 'l', OPT_DOUBLE, T_(learning_rate), 0, 10, NULL, "peak learning rate"},
-    {"warmup_steps", 0, OPT_INT, T_(warmup_steps), 0, 1e9, NULL, "linear warmup steps"},
-    {"lr_schedule", 0, OPT_STRING, TS_(lr_schedule), 0, 0, "cosine|linear|constant|wsd", "decay after warmup"},
-    {"min_lr_frac", 0, OPT_DOUBLE, T_(min_lr_frac), 0, 1, NULL, "final learning rate / peak"},
-    {"wsd_decay_frac", 0, OPT_DOUBLE, T_(wsd_decay_frac), 0, 1, NULL, "wsd: fraction of steps in the final decay"},
-    {"weight_decay", 0, OPT_DOUBLE, T_(weight_decay), 0, 10, NULL, "AdamW decoupled weight decay (not on norms)"},
-    {"beta1", 0, OPT_DOUBLE, T_(beta1), 0, 0.999999, NULL, "AdamW beta1"},
-    {"beta2", 0, OPT_DOUBLE, T_(beta2), 0, 0.999999999, NULL, "AdamW beta2"},
-    {"adam_eps", 0, OPT_DOUBLE, T_(adam_eps), 0, 1, NULL, "AdamW epsilon"},
-    {"grad_clip", 0, OPT_DOUBLE, T_(grad_clip), 0, BIG, NULL, "clip the global gradient norm to this (0: off)"},
-    {"seed", 's', OPT_INT64, T_(seed), 0, 9e15, NULL, "seed of the init, the data order and sampling"},
-    {"eval_every", 0, OPT_INT, T_(eval_every), 0, 1e9, NULL, "validation loss every N steps (0: never)"},
-    {"eval_batches", 0, OPT_INT, T_(eval_batches), 1, 1e9, NULL, "validation batches per evaluation"},
-    {"sample_every", 0, OPT_INT, T_(sample_every), 0, 1e9, NULL, "print a sample every N steps (0: never)"},
-    {"sample_tokens", 0, OPT_INT, T_(sample_tokens), 1, 1e6, NULL, "tokens per sample"},
-    {"sample_prompt", 0, OPT_STRING, TS_(sample_prompt), 0, 0, NULL, "prompt of the samples (empty: BOS or newline)"},
-    {"temperature", 0, OPT_DOUBLE, T_(temperature), 0, 100, NULL, "sampling temperature (0: greedy)"},
+    {"steps", 'n', OPT_INT, T_(steps), 1, 1e9, NULL, "100", "optimizer steps"},
+    {"learning_rate", 'l', OPT_DOUBLE, T_(learning_rate), 0, 10, NULL, "3e-4", "peak learning rate"},
+    {"warmup_steps", 0, OPT_INT, T_(warmup_steps), 0, 1e9, NULL, "0", "linear warmup steps"},
+    {"lr_schedule", 0, OPT_STRING, TS_(lr_schedule), 0, 0, "cosine|linear|constant|wsd", "cosine", "decay after warmup"},
+    {"min_lr_frac", 0, OPT_DOUBLE, T_(min_lr_frac), 0, 1, NULL, "0.1", "final learning rate / peak"},
+    {"wsd_decay_frac", 0, OPT_DOUBLE, T_(wsd_decay_frac), 0, 1, NULL, "0.2", "wsd: fraction of steps in the final decay"},
+    {"weight_decay", 0, OPT_DOUBLE, T_(weight_decay), 0, 10, NULL, "0.1", "AdamW decoupled weight decay (not on norms)"},
+    {"beta1", 0, OPT_DOUBLE, T_(beta1), 0, 0.999999, NULL, "0.9", "AdamW beta1"},
+    {"beta2", 0, OPT_DOUBLE, T_(beta2), 0, 0.999999999, NULL, "0.95", "AdamW beta2"},
+    {"adam_eps", 0, OPT_DOUBLE, T_(adam_eps), 0, 1, NULL, "1e-8", "AdamW epsilon"},
+    {"grad_clip", 0, OPT_DOUBLE, T_(grad_clip), 0, BIG, NULL, "1", "clip the global gradient norm to this (0: off)"},
+    {"seed", 's', OPT_INT64, T_(seed), 0, 9e15, NULL, "1337", "seed of the init, the data order and sampling"},
+    {"eval_every", 0, OPT_INT, T_(eval_every), 0, 1e9, NULL, "0", "validation loss every N steps (0: never)"},
+    {"eval_batches", 0, OPT_INT, T_(eval_batches), 1, 1e9, NULL, "8", "validation batches per evaluation"},
+    {"sample_every", 0, OPT_INT, T_(sample_every), 0, 1e9, NULL, "0", "print a sample every N steps (0: never)"},
+    {"sample_tokens", 0, OPT_INT, T_(sample_tokens), 1, 1e6, NULL, "128", "tokens per sample"},
+    {"sample_prompt", 0, OPT_STRING, TS_(sample_prompt), 0, 0, NULL, "", "prompt of the samples (empty: BOS or newline)"},
+    {"temperature", 0, OPT_DOUBLE, T_(temperature), 0, 100, NULL, "1", "sampling temperature (0: greedy)"},
 };
 #define N_OPTIONS ((int)(sizeof(OPTIONS) / sizeof(OPTIONS[0])))
 
@@ -88,38 +89,6 @@ static void *option_field(const Option *o, Config *cfg) {
 }
 static const void *option_field_c(const Option *o, const Config *cfg) {
     return o->is_model ? (const char *)&cfg->model + o->offset : (const char *)&cfg->train + o->offset;
-}
-
-void config_defaults(Config *cfg) {
-    memset(cfg, 0, sizeof(*cfg));
-    ModelConfig *m = &cfg->model;
-    /* LlamaConfig's defaults, for keys a config may leave out. */
-    m->rms_norm_eps = 1e-6;
-    m->rope_theta = 10000.0;
-    m->max_position_embeddings = 2048;
-    m->initializer_range = 0.02;
-    m->bos_token_id = -1;
-    m->eos_token_id = -1;
-    TrainConfig *t = &cfg->train;
-    snprintf(t->tokenizer, sizeof(t->tokenizer), "auto");
-    snprintf(t->device, sizeof(t->device), "auto");
-    snprintf(t->lr_schedule, sizeof(t->lr_schedule), "cosine");
-    t->batch_size = 4;
-    t->seq_len = 256;
-    t->steps = 100;
-    t->learning_rate = 3e-4;
-    t->min_lr_frac = 0.1;
-    t->wsd_decay_frac = 0.2;
-    t->weight_decay = 0.1;
-    t->beta1 = 0.9;
-    t->beta2 = 0.95;
-    t->adam_eps = 1e-8;
-    t->grad_clip = 1.0;
-    t->seed = 1337;
-    t->eval_batches = 8;
-    t->sample_tokens = 128;
-    t->temperature = 1.0;
-    snprintf(cfg->path, sizeof(cfg->path), "configs/llama3_tiny.json");
 }
 
 static const Option *find_option(const char *key) {
@@ -382,6 +351,17 @@ static int parse_flag_value(const Option *o, Config *cfg, const char *flag, cons
     return set_number(o, cfg, v, where, err, errlen);
 }
 
+void config_defaults(Config *cfg) {
+    memset(cfg, 0, sizeof(*cfg));
+    char err[256];
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (OPTIONS[i].def && parse_flag_value(&OPTIONS[i], cfg, "default", OPTIONS[i].def, err, sizeof(err))) {
+            fprintf(stderr, "internal error: %s\n", err);
+            abort();
+        }
+    snprintf(cfg->path, sizeof(cfg->path), "configs/llama3_tiny.json");
+}
+
 /* The option a flag names: "-x" by short flag, "--some-key" by key with '-' for '_'. */
 static const Option *option_for_flag(const char *arg) {
     if (arg[0] != '-') return NULL;
@@ -535,7 +515,8 @@ int config_validate(const Config *cfg, char *err, size_t errlen) {
 void config_print_help(const char *prog) {
     printf("usage: %s [-c config.json] [flags]\n\n"
            "Trains a LLaMA-3-style model. The config file holds Hugging Face config.json keys (the model) and\n"
-           "training keys; every training key is also a flag (--key-name value), and flags override the file.\n\n"
+           "training keys; every training key is also a flag (--key-name value), and flags override the file.\n"
+           "Defaults in [brackets].\n\n"
            "  -c, --config FILE              JSON config (default configs/llama3_tiny.json)\n"
            "      --overwrite                allow a run directory that already holds a run\n"
            "  -h, --help                     this text\n", prog);
@@ -551,11 +532,14 @@ void config_print_help(const char *prog) {
                           : o->type == OPT_DOUBLE ? "F" : o->type == OPT_BOOL ? "BOOL" : "N";
         char left[96];
         snprintf(left, sizeof(left), "%s %s %s", sf, flag, arg);
-        printf("  %-30s %s\n", left, o->help);
+        if (o->def && o->def[0]) printf("  %-30s %s [%s]\n", left, o->help, o->def);
+        else printf("  %-30s %s\n", left, o->help);
     }
     printf("\nModel keys (Hugging Face LlamaConfig, in the file only):\n");
     for (int i = 0; i < N_OPTIONS; i++)
-        if (OPTIONS[i].is_model) printf("  %-30s %s\n", OPTIONS[i].key, OPTIONS[i].help);
+        if (OPTIONS[i].is_model)
+            printf("  %-30s %s%s%s%s\n", OPTIONS[i].key, OPTIONS[i].help, OPTIONS[i].def ? " [" : "",
+                   OPTIONS[i].def ? OPTIONS[i].def : "", OPTIONS[i].def ? "]" : "");
     printf("  %-30s %s\n", "rope_scaling", "{\"rope_type\": \"llama3\", factor, low_freq_factor, high_freq_factor, "
            "original_max_position_embeddings} or null");
 }
