@@ -16,20 +16,31 @@ USE_CUDA ?= $(if $(and $(shell command -v $(NVCC) 2>/dev/null),$(CUDA_SRC)),1,0)
 LIB_SRC := $(wildcard model/*.c) $(wildcard data/*.c) $(wildcard kernels/cpu/*.c)
 LIB_OBJ := $(patsubst %.c,build/%.o,$(LIB_SRC))
 ifeq ($(USE_CUDA),1)
+  # Hopper only (sm_90a); the libraries come from the toolkit next to nvcc.
+  CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
+  NVCCFLAGS ?= -O3 -gencode arch=compute_90a,code=sm_90a -std=c++20 -lineinfo
+  NVCCFLAGS += -I. -Xcompiler -Wall -Xptxas -warn-spills
   CFLAGS  += -DWITH_CUDA
   LIB_OBJ += $(patsubst %.cu,build/%.o,$(CUDA_SRC))
-  LDLIBS  += -lcudart -lcublas -lcublasLt -lcurand -lstdc++
+  LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib \
+             -lcudart -lcublas -lcublasLt -lcurand -lstdc++
 endif
 
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
+GPU_TEST_SRC  := $(wildcard tests/gpu/*.c)
+GPU_TEST_BINS := $(patsubst tests/gpu/%.c,build/tests/gpu/%,$(GPU_TEST_SRC))
 
-.PHONY: all test data deps clean
+.PHONY: all test test-gpu gpu-tests data deps clean
 all: train
 
 build/%.o: %.c $(wildcard */*.h */*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+build/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h kernels/cuda/*.cuh)
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
 build/libtrainer.a: $(LIB_OBJ)
 	ar rcs $@ $^
@@ -41,9 +52,23 @@ build/tests/%: tests/%.c build/libtrainer.a tests/test_util.h
 	@mkdir -p build/tests
 	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
 
+build/tests/gpu/%: tests/gpu/%.c build/libtrainer.a tests/test_util.h $(wildcard tests/gpu/*.h)
+	@mkdir -p build/tests/gpu
+	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
+
 # Every CPU test; the last line is "N passed, N failed".
 test: train $(TEST_BINS)
 	bash tests/run_cpu_tests.sh
+
+# The GPU tests and benchmark programs, built without running them (what CI can do without a GPU).
+gpu-tests: train $(GPU_TEST_BINS)
+ifneq ($(USE_CUDA),1)
+	@echo "gpu-tests: no CUDA build (nvcc not found or USE_CUDA=0)"; exit 1
+endif
+
+# Every GPU test, on a machine with a Hopper GPU; the last line is "N passed, N failed".
+test-gpu: gpu-tests
+	bash tests/gpu/run_gpu_tests.sh
 
 # Build and test dependencies on a fresh Debian/Ubuntu machine.
 deps:

@@ -63,7 +63,12 @@ static int make_dirs(const char *path) {
 
 static const Kernels *pick_backend(const char *device) {
 #ifdef WITH_CUDA
-    if (strcmp(device, "cpu") != 0) return &kernels_cuda;
+    if (strcmp(device, "cpu") != 0) {
+        char why[256];
+        if (kernels_cuda_available(why, sizeof(why))) return &kernels_cuda;
+        if (strcmp(device, "cuda") == 0) die("--device cuda: no usable GPU (%s)", why);
+        fprintf(stderr, "note: no usable GPU (%s): training on the CPU\n", why);
+    }
 #else
     if (strcmp(device, "cuda") == 0)
         die("--device cuda: this ./train was built without the CUDA backend (build with nvcc on PATH)");
@@ -234,6 +239,8 @@ int main(int argc, char **argv) {
         last_step = step;
     }
     if (stop_requested) printf("stopped by a signal after step %d\n", last_step);
+    size_t peak = k->peak_bytes ? k->peak_bytes() : 0;
+    if (peak) printf("peak %s memory: %.2f GiB\n", k->name, peak / 1073741824.0);
     if (fclose(log) != 0) die("cannot close %s: %s", log_path, strerror(errno));
     free(inputs);
     free(targets);

@@ -135,11 +135,19 @@ typedef struct Kernels {
      * step counts from 1. master/m/v/grad fp32, working act. */
     void (*adamw)(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step);
+
+    /* ---- reporting ---- */
+
+    /* The most bytes of backend memory held at once so far (every allocation and workspace of the backend), or 0
+     * where the backend does not track it (the CPU). */
+    size_t (*peak_bytes)(void);
 } Kernels;
 
 extern const Kernels kernels_cpu;
 #ifdef WITH_CUDA
 extern const Kernels kernels_cuda;
+/* 1 if a GPU that this build runs on is present (why = its name), else 0 (why = the reason). */
+int kernels_cuda_available(char *why, size_t len);
 #endif
 
 #endif

@@ -2,6 +2,7 @@
 # run_cpu_tests.sh: runs every CPU test (build/tests/test_* binaries, then tests/test_*.sh scripts) from the repository
 # root, prints their PASS/FAIL lines, and ends with "N passed, N failed". Exit status 1 if anything failed.
 # A binary or script that crashes or exits nonzero without a FAIL line counts as one failure.
+# With arguments, runs those binaries and scripts instead (tests/gpu/run_gpu_tests.sh does).
 set -u
 cd "$(dirname "$0")/.."
 export SHARED_DATA="${SHARED_DATA:-$(cd .. && pwd)/shared/data}"
@@ -10,7 +11,8 @@ passed=0
 failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for t in build/tests/test_* tests/test_*.sh; do
+[ $# -gt 0 ] || set -- build/tests/test_* tests/test_*.sh
+for t in "$@"; do
     [ -e "$t" ] || continue
     case "$t" in *.sh) cmd=(bash "$t") ;; *) cmd=("$t") ;; esac
     echo "== $t"

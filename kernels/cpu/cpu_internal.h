@@ -45,6 +45,7 @@ void cpu_copy(void *dst, const void *src, size_t bytes);
 void cpu_act_from_f32(void *dst_act, const float *host_src, size_t n);
 void cpu_act_to_f32(float *host_dst, const void *src_act, size_t n);
 void cpu_synchronize(void);
+size_t cpu_peak_bytes(void);
 
 void cpu_embed_norm(const int32_t *tokens, const void *E, const float *gamma, float eps, void *x, void *O, float *r,
                     int M, int D);

@@ -33,4 +33,6 @@ const Kernels kernels_cpu = {
 
     .sum_squares = cpu_sum_squares,
     .adamw = cpu_adamw,
+
+    .peak_bytes = cpu_peak_bytes,
 };

@@ -45,3 +45,5 @@ void cpu_act_from_f32(void *dst_act, const float *host_src, size_t n) {
 void cpu_act_to_f32(float *host_dst, const void *src_act, size_t n) { cpu_copy(host_dst, src_act, n * sizeof(float)); }
 
 void cpu_synchronize(void) {}
+
+size_t cpu_peak_bytes(void) { return 0; /* not tracked on the CPU */ }

@@ -1,0 +1,202 @@
+/* cuda_attention_bwd.cu: causal grouped-query attention backward, FlashAttention-2 style and deterministic (no
+ * atomics): with P = exp(S*scale - lse) recomputed from the saved lse and Dq = <dy_q, y_q>,
+ *   dV_k = sum_q P_qk dy_q,  dK_k = scale sum_q dS_qk q_q,  dQ_q = scale sum_k dS_qk k_k,  dS = P (dy.v - Dq).
+ * Three kernels: the row dots Dq; dK/dV with one block per (64-key tile, KV head, batch) that loops over the heads
+ * of its group and the query tiles at or after its keys, accumulating in registers (computing S^T = K Q^T so keys
+ * are the rows of the warp tiles); and dQ with one block per (64-query tile, query head, batch) looping over the key
+ * tiles at or before its queries. Each output element is written once by one thread. */
+#include "kernels/cuda/cuda_attention.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+/* Dq[b, h, t] = <dy[b*T+t, head h], y[b*T+t, head h]>: HD/8 threads per (row, head), 8 columns each. */
+template <int HD>
+__global__ void attn_row_dot_kernel(const bf16 *y, const bf16 *dy, float *Dq, int BT, int T, int Hq, long ldy) {
+    constexpr int G = HD / 8;
+    const long pair = (blockIdx.x * (long)blockDim.x + threadIdx.x) / G;
+    const int part = threadIdx.x % G;
+    const bool live = pair < (long)BT * Hq;
+    const long row = live ? pair / Hq : 0;
+    const int h = live ? (int)(pair % Hq) : 0;
+    float a[8], c[8], s = 0.0f;
+    const long at = row * ldy + h * HD + part * 8;
+    load8(y + at, 8, true, a);
+    load8(dy + at, 8, true, c);
+#pragma unroll
+    for (int i = 0; i < 8; i++) s = fmaf(a[i], c[i], s);
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (live && part == 0) Dq[((row / T) * Hq + h) * T + row % T] = s;
+}
+
+/* Query rows per iteration of the dK/dV kernel (fewer at head dim 128 to stay within the registers). */
+template <int HD>
+struct DkdvTile {
+    static constexpr int BQ = HD == 128 ? 32 : 64;
+};
+
+template <int HD>
+__global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dkdv_kernel(const bf16 *qkv, const bf16 *dy, const float *lse,
+                                                                    const float *Dq, bf16 *dqkv, AttnDims d) {
+    constexpr int BQ = DkdvTile<HD>::BQ;
+    extern __shared__ __align__(16) unsigned char smem[];
+    bf16 *sK = reinterpret_cast<bf16 *>(smem), *sV = sK + ATT_BM * HD, *sQ = sV + ATT_BM * HD, *sdY = sQ + 2 * BQ * HD;
+    float *sL = reinterpret_cast<float *>(sdY + 2 * BQ * HD), *sD = sL + 2 * BQ;
+    const int kt = blockIdx.x, g = blockIdx.y, b = blockIdx.z, group = d.Hq / d.Hkv;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const bf16 *base = qkv + (long)b * d.T * d.ld, *dy_base = dy + (long)b * d.T * d.ldy;
+
+    load_tile_async<HD, ATT_BM>(sK, base + (d.Hq + g) * HD, d.ld, kt * ATT_BM, d.T);
+    load_tile_async<HD, ATT_BM>(sV, base + (d.Hq + d.Hkv + g) * HD, d.ld, kt * ATT_BM, d.T);
+    const int q_first = kt * ATT_BM / BQ, nq = (d.T + BQ - 1) / BQ - q_first, n_it = group * nq;
+    /* iteration `it` works on query head g*group + it/nq, query tile q_first + it%nq */
+    auto load_it = [&](int it, int buf) {
+        const int h = g * group + it / nq, qt = q_first + it % nq;
+        load_tile_async<HD, BQ>(sQ + buf * BQ * HD, base + h * HD, d.ld, qt * BQ, d.T);
+        load_tile_async<HD, BQ>(sdY + buf * BQ * HD, dy_base + h * HD, d.ldy, qt * BQ, d.T);
+        for (int i = threadIdx.x; i < BQ; i += ATT_THREADS) {
+            const int q = qt * BQ + i;
+            const long at = ((long)b * d.Hq + h) * d.T + q;
+            sL[buf * BQ + i] = q < d.T ? lse[at] * ATT_LOG2E : INFINITY; /* padded queries: P = 0 */
+            sD[buf * BQ + i] = q < d.T ? Dq[at] : 0.0f;
+        }
+    };
+    load_it(0, 0);
+    cp_async_commit();
+
+    float dK[HD / 8][4], dV[HD / 8][4];
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; dt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) dK[dt][e] = dV[dt][e] = 0.0f;
+    const int key_row = kt * ATT_BM + warp * 16 + (lane >> 2); /* this thread's keys: key_row and key_row + 8 */
+
+    for (int it = 0; it < n_it; it++) {
+        const int buf = it & 1, qt = q_first + it % nq;
+        if (it + 1 < n_it) {
+            load_it(it + 1, buf ^ 1);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const bf16 *Q = sQ + buf * BQ * HD, *dY = sdY + buf * BQ * HD;
+        const float *L = sL + buf * BQ, *Dv = sD + buf * BQ;
+
+        float P[BQ / 8][4], dP[BQ / 8][4];
+        mma_abt<HD, BQ / 8>(P, sK, warp * 16, Q, 0, lane); /* S^T: rows keys, columns queries */
+#pragma unroll
+        for (int nt = 0; nt < BQ / 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int qi = nt * 8 + (lane & 3) * 2 + (e & 1), key = key_row + (e >> 1) * 8;
+                P[nt][e] = qt * BQ + qi < key ? 0.0f : exp2f(P[nt][e] * d.scale_log2 - L[qi]);
+            }
+        mma_pb<HD, BQ / 16>(dV, P, dY, 0, lane);            /* dV += P^T dY */
+        mma_abt<HD, BQ / 8>(dP, sV, warp * 16, dY, 0, lane); /* dP^T = V dY^T */
+#pragma unroll
+        for (int nt = 0; nt < BQ / 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) dP[nt][e] = P[nt][e] * (dP[nt][e] - Dv[nt * 8 + (lane & 3) * 2 + (e & 1)]);
+        mma_pb<HD, BQ / 16>(dK, dP, Q, 0, lane); /* dK += dS^T Q */
+        __syncthreads();
+    }
+    bf16 *out = dqkv + (long)b * d.T * d.ld;
+    store_rows_bf16<HD>(out + (d.Hq + g) * HD, d.ld, kt * ATT_BM + warp * 16, d.T, dK, d.scale, lane);
+    store_rows_bf16<HD>(out + (d.Hq + d.Hkv + g) * HD, d.ld, kt * ATT_BM + warp * 16, d.T, dV, 1.0f, lane);
+}
+
+template <int HD>
+__global__ void __launch_bounds__(ATT_THREADS) attn_bwd_dq_kernel(const bf16 *qkv, const bf16 *dy, const float *lse,
+                                                                  const float *Dq, bf16 *dqkv, AttnDims d) {
+    extern __shared__ __align__(16) unsigned char smem[];
+    bf16 *sQ = reinterpret_cast<bf16 *>(smem), *sdY = sQ + ATT_BM * HD, *sK = sdY + ATT_BM * HD,
+         *sV = sK + 2 * ATT_BN * HD;
+    const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / (d.Hq / d.Hkv);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const bf16 *base = qkv + (long)b * d.T * d.ld;
+    const bf16 *k_src = base + (d.Hq + g) * HD, *v_src = base + (d.Hq + d.Hkv + g) * HD;
+
+    load_tile_async<HD, ATT_BM>(sQ, base + h * HD, d.ld, qt * ATT_BM, d.T);
+    load_tile_async<HD, ATT_BM>(sdY, dy + (long)b * d.T * d.ldy + h * HD, d.ldy, qt * ATT_BM, d.T);
+    load_tile_async<HD, ATT_BN>(sK, k_src, d.ld, 0, d.T);
+    load_tile_async<HD, ATT_BN>(sV, v_src, d.ld, 0, d.T);
+    cp_async_commit();
+
+    const int q_row = qt * ATT_BM + warp * 16 + (lane >> 2);
+    float L[2], Dv[2];
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int q = q_row + 8 * half;
+        const long at = ((long)b * d.Hq + h) * d.T + q;
+        L[half] = q < d.T ? lse[at] * ATT_LOG2E : INFINITY;
+        Dv[half] = q < d.T ? Dq[at] : 0.0f;
+    }
+    float dQ[HD / 8][4];
+#pragma unroll
+    for (int dt = 0; dt < HD / 8; dt++) dQ[dt][0] = dQ[dt][1] = dQ[dt][2] = dQ[dt][3] = 0.0f;
+    const int n_kt = (qt * ATT_BM + ATT_BM + ATT_BN - 1) / ATT_BN;
+
+    for (int kt = 0; kt < n_kt; kt++) {
+        const int buf = kt & 1;
+        if (kt + 1 < n_kt) {
+            load_tile_async<HD, ATT_BN>(sK + (buf ^ 1) * ATT_BN * HD, k_src, d.ld, (kt + 1) * ATT_BN, d.T);
+            load_tile_async<HD, ATT_BN>(sV + (buf ^ 1) * ATT_BN * HD, v_src, d.ld, (kt + 1) * ATT_BN, d.T);
+            cp_async_commit();
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads();
+        const bf16 *K = sK + buf * ATT_BN * HD, *V = sV + buf * ATT_BN * HD;
+        float P[ATT_BN / 8][4], dP[ATT_BN / 8][4];
+        mma_abt<HD, ATT_BN / 8>(P, sQ, warp * 16, K, 0, lane);
+#pragma unroll
+        for (int nt = 0; nt < ATT_BN / 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = kt * ATT_BN + nt * 8 + (lane & 3) * 2 + (e & 1), q = q_row + (e >> 1) * 8;
+                P[nt][e] = key > q ? 0.0f : exp2f(P[nt][e] * d.scale_log2 - L[e >> 1]);
+            }
+        mma_abt<HD, ATT_BN / 8>(dP, sdY, warp * 16, V, 0, lane); /* dP = dY V^T */
+#pragma unroll
+        for (int nt = 0; nt < ATT_BN / 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) dP[nt][e] = P[nt][e] * (dP[nt][e] - Dv[e >> 1]);
+        mma_pb<HD, ATT_BN / 16>(dQ, dP, K, 0, lane); /* dQ += dS K */
+        __syncthreads();
+    }
+    store_rows_bf16<HD>(dqkv + (long)b * d.T * d.ld + h * HD, d.ld, qt * ATT_BM + warp * 16, d.T, dQ, d.scale, lane);
+}
+
+template <int HD>
+static void launch_bwd(const bf16 *qkv, const bf16 *y, const float *lse, const bf16 *dy, bf16 *dqkv, int B,
+                       const AttnDims &d) {
+    constexpr int BQ = DkdvTile<HD>::BQ;
+    float *Dq = (float *)cuda_workspace((size_t)B * d.Hq * d.T * sizeof(float));
+    const long threads = (long)B * d.T * d.Hq * (HD / 8);
+    attn_row_dot_kernel<HD><<<cdiv(threads, 256), 256>>>(y, dy, Dq, B * d.T, d.T, d.Hq, d.ldy);
+    LAUNCH_CHECK("attn_row_dot_kernel");
+
+    const size_t smem_kv = (size_t)(2 * ATT_BM + 4 * BQ) * HD * sizeof(bf16) + 4 * BQ * sizeof(float);
+    ATT_SET_SMEM(attn_bwd_dkdv_kernel<HD>, smem_kv);
+    attn_bwd_dkdv_kernel<HD><<<dim3(cdiv(d.T, ATT_BM), d.Hkv, B), ATT_THREADS, smem_kv>>>(qkv, dy, lse, Dq, dqkv, d);
+    LAUNCH_CHECK("attn_bwd_dkdv_kernel");
+
+    const size_t smem_q = (size_t)(2 * ATT_BM + 4 * ATT_BN) * HD * sizeof(bf16);
+    ATT_SET_SMEM(attn_bwd_dq_kernel<HD>, smem_q);
+    attn_bwd_dq_kernel<HD><<<dim3(cdiv(d.T, ATT_BM), d.Hq, B), ATT_THREADS, smem_q>>>(qkv, dy, lse, Dq, dqkv, d);
+    LAUNCH_CHECK("attn_bwd_dq_kernel");
+}
+
+extern "C" void cuda_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
+                                        int B, int T, int Hq, int Hkv, int hd) {
+    if (B <= 0 || T <= 0) return;
+    AttnDims d = {T, Hq, Hkv, (long)(Hq + 2 * Hkv) * hd, (long)Hq * hd, 1.0f / sqrtf((float)hd), 0.0f};
+    d.scale_log2 = d.scale * ATT_LOG2E;
+    const bf16 *q = (const bf16 *)qkv, *yy = (const bf16 *)y, *g = (const bf16 *)dy;
+    if (hd == 32) launch_bwd<32>(q, yy, lse, g, (bf16 *)dqkv, B, d);
+    else if (hd == 64) launch_bwd<64>(q, yy, lse, g, (bf16 *)dqkv, B, d);
+    else if (hd == 128) launch_bwd<128>(q, yy, lse, g, (bf16 *)dqkv, B, d);
+    else cuda_fail("cuda_attention_backward", "head_dim must be 32, 64 or 128", __FILE__, __LINE__);
+}

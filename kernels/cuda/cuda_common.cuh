@@ -1,0 +1,174 @@
+/* cuda_common.cuh: what every CUDA file of the backend shares: checked calls (CUDA_CHECK / CUBLAS_CHECK /
+ * LAUNCH_CHECK name the call, file and line and abort), bf16 vector loads and stores of 8 elements with a scalar
+ * fallback for ragged or unaligned rows, warp and block reductions, and the internal declarations (cuda_internal). */
+#ifndef CUDA_COMMON_CUH
+#define CUDA_COMMON_CUH
+
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef __nv_bfloat16 bf16;
+
+void cuda_fail(const char *what, const char *detail, const char *file, int line);
+
+#define CUDA_CHECK(call)                                                                      \
+    do {                                                                                      \
+        cudaError_t err_ = (call);                                                            \
+        if (err_ != cudaSuccess) cuda_fail(#call, cudaGetErrorString(err_), __FILE__, __LINE__); \
+    } while (0)
+
+#define CUBLAS_CHECK(call)                                                                        \
+    do {                                                                                          \
+        cublasStatus_t st_ = (call);                                                              \
+        if (st_ != CUBLAS_STATUS_SUCCESS) cuda_fail(#call, cublasGetStatusString(st_), __FILE__, __LINE__); \
+    } while (0)
+
+/* After every kernel launch: a launch error (bad configuration, too much shared memory) names the kernel. */
+#define LAUNCH_CHECK(name)                                                                    \
+    do {                                                                                      \
+        cudaError_t err_ = cudaGetLastError();                                                \
+        if (err_ != cudaSuccess) cuda_fail("launch of " name, cudaGetErrorString(err_), __FILE__, __LINE__); \
+    } while (0)
+
+static inline int cdiv(long a, long b) { return (int)((a + b - 1) / b); }
+
+/* ---------------------------------------------------------------- bf16 vectors of 8 */
+
+/* A row of bf16 values is accessed in chunks of 8 columns. `vec` says the 16-byte path is allowed (the row base is
+ * 16-byte aligned and the row stride a multiple of 8); otherwise, and for the last partial chunk, scalar accesses
+ * with the missing columns read as 0 and not written. */
+__device__ __forceinline__ void load8(const bf16 *p, int valid, bool vec, float out[8]) {
+    if (vec && valid >= 8) {
+        const uint4 u = *reinterpret_cast<const uint4 *>(p);
+        const __nv_bfloat162 *h = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const float2 f = __bfloat1622float2(h[i]);
+            out[2 * i] = f.x;
+            out[2 * i + 1] = f.y;
+        }
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) out[i] = i < valid ? __bfloat162float(p[i]) : 0.0f;
+    }
+}
+
+__device__ __forceinline__ void store8(bf16 *p, int valid, bool vec, const float in[8]) {
+    if (vec && valid >= 8) {
+        uint4 u;
+        __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+#pragma unroll
+        for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(in[2 * i], in[2 * i + 1]);
+        *reinterpret_cast<uint4 *>(p) = u;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+            if (i < valid) p[i] = __float2bfloat16(in[i]);
+    }
+}
+
+/* 4 bf16 (8 bytes): the act output of SwiGLU, half a chunk of Z. */
+__device__ __forceinline__ void store4(bf16 *p, int valid, bool vec, const float in[4]) {
+    if (vec && valid >= 4) {
+        uint2 u;
+        __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&u);
+        h[0] = __floats2bfloat162_rn(in[0], in[1]);
+        h[1] = __floats2bfloat162_rn(in[2], in[3]);
+        *reinterpret_cast<uint2 *>(p) = u;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+            if (i < valid) p[i] = __float2bfloat16(in[i]);
+    }
+}
+
+/* 8 fp32 values (two 16-byte loads when allowed). */
+__device__ __forceinline__ void load8f(const float *p, int valid, bool vec, float out[8]) {
+    if (vec && valid >= 8) {
+        const float4 a = reinterpret_cast<const float4 *>(p)[0], b = reinterpret_cast<const float4 *>(p)[1];
+        out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w, out[4] = b.x, out[5] = b.y, out[6] = b.z, out[7] = b.w;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 8; i++) out[i] = i < valid ? p[i] : 0.0f;
+    }
+}
+
+/* 4 fp32 values (one 16-byte load when allowed). */
+__device__ __forceinline__ void load4f(const float *p, int valid, bool vec, float out[4]) {
+    if (vec && valid >= 4) {
+        const float4 a = *reinterpret_cast<const float4 *>(p);
+        out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+    } else {
+#pragma unroll
+        for (int i = 0; i < 4; i++) out[i] = i < valid ? p[i] : 0.0f;
+    }
+}
+
+/* Whether rows of `ld` elements of `elem_bytes` starting at `p` allow the 16-byte path. */
+static inline bool rows_vec_ok(const void *p, long ld, int elem_bytes) {
+    return ((uintptr_t)p % 16 == 0) && ((ld * elem_bytes) % 16 == 0);
+}
+
+/* ---------------------------------------------------------------- reductions */
+
+template <typename T>
+__device__ __forceinline__ T warp_sum(T v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
+
+/* Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the result. The order of the
+ * additions depends only on blockDim, so the result is deterministic. `scratch` holds 32 values. */
+template <typename T>
+__device__ __forceinline__ T block_sum(T v, T *scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    v = warp_sum(v);
+    __syncthreads(); /* scratch may still be read by a previous call */
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? scratch[lane] : T(0);
+    return warp_sum(v);
+}
+
+__device__ __forceinline__ float block_max(float v, float *scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+    v = warp_max(v);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    v = lane < n_warps ? scratch[lane] : -INFINITY;
+    return warp_max(v);
+}
+
+/* ---------------------------------------------------------------- internal API (one definition each) */
+
+/* cuda_memory.cu: the cuBLAS handle, a tracked device allocator, and one growing workspace. */
+cublasHandle_t cuda_blas(void);
+void *cuda_dev_alloc(size_t bytes);
+void cuda_dev_free(void *p);
+/* Device scratch of at least `bytes`, valid until the next call (the stream orders its uses). Grows, never shrinks. */
+void *cuda_workspace(size_t bytes);
+
+/* cuda_gemm_cublas.cu: row-major GEMMs on bf16 operands with fp32 accumulation (kernels.h's conventions). */
+/* Y[M,N] (bf16, row stride ldy) = alpha * X[M,K] . W[N,K]^T + beta * Y. */
+void cuda_gemm_xwt_bf16(const void *X, const void *W, void *Y, long ldy, int M, int N, int K, float beta);
+/* Y[M,N] (fp32) = X . W^T. */
+void cuda_gemm_xwt_f32(const void *X, const void *W, float *Y, int M, int N, int K);
+/* dX[M,K] = dY[M,N] . W[N,K], into bf16 or fp32. */
+void cuda_gemm_dyw_bf16(const void *dY, const void *W, void *dX, int M, int N, int K);
+void cuda_gemm_dyw_f32(const void *dY, const void *W, float *dX, int M, int N, int K);
+/* dW[N,K] (fp32) += dY^T . X. */
+void cuda_gemm_dw_f32(const void *dY, const void *X, float *dW, int M, int N, int K);
+
+#endif

@@ -1,0 +1,174 @@
+/* cuda_elementwise.cu: the row epilogues of the unfused path that follow a cuBLAS GEMM: RoPE (forward, and its
+ * transpose with the RMSNorm row scalar c for the backward), SwiGLU (forward and backward), the row scale of
+ * gemm_rowscale, and the plain data/weight-gradient GEMMs. One block per row, one pass, 16-byte accesses. */
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+#define ROW_THREADS 256
+
+static int row_threads(int chunks) { return chunks >= 256 ? 256 : chunks > 64 ? 128 : 64; }
+
+/* ---------------------------------------------------------------- RoPE */
+
+/* out[m] = r[m] * R(in[m]) where R rotates the interleaved pairs of columns [0, n_rope) in heads of hd columns by the
+ * angles of position m % T (sin_sign -1: R^T). With dot_with != NULL also c[m] = <dot_with[m], in[m]>. out may
+ * alias in (each thread reads its columns before writing them). */
+__global__ void __launch_bounds__(ROW_THREADS) rope_rows_kernel(const bf16 *in, bf16 *out, const float *r,
+                                                                const float *rope_cos, const float *rope_sin,
+                                                                float sin_sign, const bf16 *dot_with, float *c, int N,
+                                                                int n_rope, int hd, int T, bool vec) {
+    __shared__ float scratch[32];
+    const long m = blockIdx.x;
+    const int half = hd / 2;
+    const float *cos_row = rope_cos + (long)(m % T) * half, *sin_row = rope_sin + (long)(m % T) * half;
+    const float scale = r[m];
+    float dot = 0.0f;
+    for (int col = threadIdx.x * 8; col < N; col += blockDim.x * 8) {
+        const int valid = min(8, N - col);
+        float v[8], o[8];
+        load8(in + m * N + col, valid, vec, v);
+        if (dot_with) {
+            float z[8];
+            load8(dot_with + m * N + col, valid, vec, z);
+#pragma unroll
+            for (int i = 0; i < 8; i++) dot = fmaf(z[i], v[i], dot);
+        }
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            const int cp = col + 2 * p;
+            const float a = v[2 * p], b = v[2 * p + 1];
+            if (cp < n_rope) {
+                const int i = (cp % hd) / 2;
+                const float cs = cos_row[i], sn = sin_sign * sin_row[i];
+                o[2 * p] = scale * (a * cs - b * sn);
+                o[2 * p + 1] = scale * (b * cs + a * sn);
+            } else {
+                o[2 * p] = scale * a;
+                o[2 * p + 1] = scale * b;
+            }
+        }
+        store8(out + m * N + col, valid, vec, o);
+    }
+    if (dot_with) {
+        dot = block_sum(dot, scratch);
+        if (threadIdx.x == 0) c[m] = dot;
+    }
+}
+
+static void rope_rows(const void *in, void *out, const float *r, const float *rope_cos, const float *rope_sin,
+                      float sin_sign, const void *dot_with, float *c, int M, int N, int n_rope, int hd, int T) {
+    if (M <= 0) return;
+    const bool vec = rows_vec_ok(in, N, 2) && rows_vec_ok(out, N, 2) && (!dot_with || rows_vec_ok(dot_with, N, 2));
+    rope_rows_kernel<<<M, row_threads(cdiv(N, 8))>>>((const bf16 *)in, (bf16 *)out, r, rope_cos, rope_sin, sin_sign,
+                                                     (const bf16 *)dot_with, c, N, n_rope, hd, T, vec);
+    LAUNCH_CHECK("rope_rows_kernel");
+}
+
+extern "C" void cuda_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos,
+                               const float *rope_sin, void *Z, int M, int N, int K, int n_rope_cols, int hd, int T) {
+    cuda_gemm_xwt_bf16(O, W, Z, N, M, N, K, 0.0f);
+    rope_rows(Z, Z, r, rope_cos, rope_sin, 1.0f, NULL, NULL, M, N, n_rope_cols, hd, T);
+}
+
+extern "C" void cuda_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos,
+                                   const float *rope_sin, void *dZ_out, float *c, int M, int N, int n_rope_cols,
+                                   int hd, int T) {
+    rope_rows(dZ_in, dZ_out, r, rope_cos, rope_sin, -1.0f, Z, c, M, N, n_rope_cols, hd, T);
+}
+
+/* ---------------------------------------------------------------- SwiGLU */
+
+__device__ __forceinline__ float sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
+
+/* Z[m] = r[m] * Z[m] (in place) and act[m, j] = silu(G_j) * U_j for the interleaved pairs (G_j, U_j). */
+__global__ void __launch_bounds__(ROW_THREADS) swiglu_rows_kernel(bf16 *Z, const float *r, bf16 *act, int F,
+                                                                  bool vec) {
+    const long m = blockIdx.x;
+    const int N = 2 * F;
+    const float scale = r[m];
+    for (int col = threadIdx.x * 8; col < N; col += blockDim.x * 8) {
+        const int valid = min(8, N - col);
+        float v[8], a[4];
+        load8(Z + m * N + col, valid, vec, v);
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            const float g = scale * v[2 * p], u = scale * v[2 * p + 1];
+            v[2 * p] = g;
+            v[2 * p + 1] = u;
+            a[p] = g / (1.0f + expf(-g)) * u;
+        }
+        store8(Z + m * N + col, valid, vec, v);
+        store4(act + m * F + col / 2, valid / 2, vec, a);
+    }
+}
+
+extern "C" void cuda_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F,
+                                 int K) {
+    if (M <= 0) return;
+    cuda_gemm_xwt_bf16(O, W, Z, 2 * F, M, 2 * F, K, 0.0f);
+    const bool vec = rows_vec_ok(Z, 2 * F, 2) && rows_vec_ok(act, F, 2);
+    swiglu_rows_kernel<<<M, row_threads(cdiv(2 * F, 8))>>>((bf16 *)Z, r, (bf16 *)act, F, vec);
+    LAUNCH_CHECK("swiglu_rows_kernel");
+}
+
+/* dZ holds dact [M, F] in fp32 (the same bytes as dZ's bf16 [M, 2F]: dact[m, j] occupies exactly dZ[m, 2j..2j+1]),
+ * so each thread reads its dact values and overwrites them with (r dG, r dU). c[m] = <Z[m], (dG, dU)[m]>. */
+__global__ void __launch_bounds__(ROW_THREADS) swiglu_backward_rows_kernel(const bf16 *Z, const float *r, bf16 *dZ,
+                                                                           float *c, int F, bool vec) {
+    __shared__ float scratch[32];
+    const long m = blockIdx.x;
+    const int N = 2 * F;
+    const float scale = r[m];
+    const float *dact = reinterpret_cast<const float *>(dZ) + m * F;
+    float dot = 0.0f;
+    for (int col = threadIdx.x * 8; col < N; col += blockDim.x * 8) {
+        const int valid = min(8, N - col);
+        float z[8], da[4], d[8];
+        load8(Z + m * N + col, valid, vec, z);
+        load4f(dact + col / 2, valid / 2, vec, da);
+#pragma unroll
+        for (int p = 0; p < 4; p++) {
+            /* silu(g) = g s with s = sigmoid(g); silu'(g) = s (1 + g (1 - s)). */
+            const float g = z[2 * p], u = z[2 * p + 1], s = sigmoid(g);
+            const float dg = da[p] * u * (s * (1.0f + g * (1.0f - s))), du = da[p] * (g * s);
+            dot = fmaf(g, dg, fmaf(u, du, dot));
+            d[2 * p] = scale * dg;
+            d[2 * p + 1] = scale * du;
+        }
+        store8(dZ + m * N + col, valid, vec, d);
+    }
+    dot = block_sum(dot, scratch);
+    if (threadIdx.x == 0) c[m] = dot;
+}
+
+extern "C" void cuda_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ,
+                                          float *c, int M, int D, int F) {
+    if (M <= 0) return;
+    cuda_gemm_dyw_f32(dY, W_down, (float *)dZ, M, D, F);
+    const bool vec = rows_vec_ok(Z, 2 * F, 2) && rows_vec_ok(dZ, 2 * F, 2);
+    swiglu_backward_rows_kernel<<<M, row_threads(cdiv(2 * F, 8))>>>((const bf16 *)Z, r, (bf16 *)dZ, c, F, vec);
+    LAUNCH_CHECK("swiglu_backward_rows_kernel");
+}
+
+/* ---------------------------------------------------------------- plain GEMMs and the row scale */
+
+__global__ void scale_rows_kernel(float *Y, const float *r, int N) {
+    const long m = blockIdx.y;
+    for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) Y[m * N + n] *= r[m];
+}
+
+extern "C" void cuda_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K) {
+    if (M <= 0) return;
+    cuda_gemm_xwt_f32(O, W, Y, M, N, K);
+    const int bx = cdiv(N, 256) < 64 ? cdiv(N, 256) : 64;
+    scale_rows_kernel<<<dim3(bx, M), 256>>>(Y, r, N);
+    LAUNCH_CHECK("scale_rows_kernel");
+}
+
+extern "C" void cuda_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K) {
+    cuda_gemm_dyw_bf16(dY, W, dX, M, N, K);
+}
+
+extern "C" void cuda_gemm_dw(const void *dY, const void *X, float *dW, int M, int N, int K) {
+    cuda_gemm_dw_f32(dY, X, dW, M, N, K);
+}

@@ -1,0 +1,39 @@
+/* cuda_kernels.cu: the CUDA backend's operation table (bf16 activations, cuBLAS GEMMs followed by one-pass epilogue
+ * kernels, FlashAttention-style attention): the unfused first version of the GPU trainer. */
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/kernels.h"
+
+extern "C" const Kernels kernels_cuda = {
+    .name = "cuda",
+    .act_bytes = 2,
+
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .memset_zero = cuda_memset_zero,
+    .copy_to_device = cuda_copy_to_device,
+    .copy_to_host = cuda_copy_to_host,
+    .act_from_f32 = cuda_act_from_f32,
+    .act_to_f32 = cuda_act_to_f32,
+    .synchronize = cuda_synchronize,
+
+    .embed_norm = cuda_embed_norm,
+    .gemm_residual_norm = cuda_gemm_residual_norm,
+    .gemm_rope = cuda_gemm_rope,
+    .gemm_swiglu = cuda_gemm_swiglu,
+    .gemm_rowscale = cuda_gemm_rowscale,
+    .attention_forward = cuda_attention_forward,
+    .lm_head_loss = cuda_lm_head_loss,
+
+    .gemm_norm_backward = cuda_gemm_norm_backward,
+    .gemm_swiglu_backward = cuda_gemm_swiglu_backward,
+    .gemm_dx = cuda_gemm_dx,
+    .gemm_dw = cuda_gemm_dw,
+    .attention_backward = cuda_attention_backward,
+    .rope_backward = cuda_rope_backward,
+    .embed_backward = cuda_embed_backward,
+
+    .sum_squares = cuda_sum_squares,
+    .adamw = cuda_adamw,
+
+    .peak_bytes = cuda_peak_bytes,
+};

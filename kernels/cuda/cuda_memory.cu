@@ -1,0 +1,186 @@
+/* cuda_memory.cu: device memory for the CUDA backend: checked-call failure reports, the cuBLAS handle, a tracked
+ * allocator (current and peak bytes, so the program can print its peak), one growing workspace for the ops that
+ * need scratch, copies, fp32 <-> bf16 conversions, and the is-there-a-GPU probe. Everything runs on the default
+ * stream, which orders all work; copies to the host synchronize. */
+#include <string.h>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/kernels.h"
+
+void cuda_fail(const char *what, const char *detail, const char *file, int line) {
+    fprintf(stderr, "kernels_cuda: %s failed at %s:%d: %s\n", what, file, line, detail);
+    fflush(stderr);
+    abort();
+}
+
+/* ---------------------------------------------------------------- tracked allocations */
+
+/* Sizes of live allocations, in a small open-addressing table keyed by pointer (the program holds few buffers). */
+#define ALLOC_SLOTS 4096
+static struct {
+    void *p;
+    size_t bytes;
+} alloc_table[ALLOC_SLOTS];
+static size_t bytes_live, bytes_peak;
+
+static size_t slot_of(const void *p) { return (size_t)(((uintptr_t)p >> 8) * 0x9E3779B97F4A7C15ull % ALLOC_SLOTS); }
+
+void *cuda_dev_alloc(size_t bytes) {
+    void *p = NULL;
+    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    if (err != cudaSuccess) {
+        size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        fprintf(stderr,
+                "kernels_cuda: cudaMalloc of %.2f GiB failed (%s); %.2f GiB allocated by the trainer, %.2f of %.2f GiB "
+                "free on the device\n",
+                bytes / 1073741824.0, cudaGetErrorString(err), bytes_live / 1073741824.0, free_b / 1073741824.0,
+                total_b / 1073741824.0);
+        abort();
+    }
+    size_t s = slot_of(p);
+    for (int i = 0; i < ALLOC_SLOTS && alloc_table[s].p; i++) s = (s + 1) % ALLOC_SLOTS;
+    if (alloc_table[s].p) cuda_fail("cuda_dev_alloc", "more than 4096 live allocations", __FILE__, __LINE__);
+    alloc_table[s].p = p;
+    alloc_table[s].bytes = bytes;
+    bytes_live += bytes;
+    if (bytes_live > bytes_peak) bytes_peak = bytes_live;
+    return p;
+}
+
+void cuda_dev_free(void *p) {
+    if (!p) return;
+    size_t s = slot_of(p);
+    for (int i = 0; i < ALLOC_SLOTS && alloc_table[s].p != p; i++) s = (s + 1) % ALLOC_SLOTS;
+    if (alloc_table[s].p != p) cuda_fail("cuda_dev_free", "pointer not allocated by kernels_cuda", __FILE__, __LINE__);
+    bytes_live -= alloc_table[s].bytes;
+    /* Remove with backward-shift so that later probes still find their keys. */
+    size_t hole = s;
+    alloc_table[hole].p = NULL;
+    for (size_t j = (hole + 1) % ALLOC_SLOTS; alloc_table[j].p; j = (j + 1) % ALLOC_SLOTS) {
+        size_t home = slot_of(alloc_table[j].p);
+        int between = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+        if (!between) {
+            alloc_table[hole] = alloc_table[j];
+            alloc_table[j].p = NULL;
+            hole = j;
+        }
+    }
+    CUDA_CHECK(cudaFree(p));
+}
+
+size_t cuda_peak_bytes(void) { return bytes_peak; }
+
+/* ---------------------------------------------------------------- cuBLAS handle and workspaces */
+
+#define CUBLAS_WORKSPACE_BYTES (32u << 20)
+
+cublasHandle_t cuda_blas(void) {
+    static cublasHandle_t handle;
+    if (!handle) {
+        CUBLAS_CHECK(cublasCreate(&handle));
+        /* A fixed workspace keeps cuBLAS's algorithm choice (and so its bits) the same from call to call. */
+        CUBLAS_CHECK(cublasSetWorkspace(handle, cuda_dev_alloc(CUBLAS_WORKSPACE_BYTES), CUBLAS_WORKSPACE_BYTES));
+        CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
+    }
+    return handle;
+}
+
+void *cuda_workspace(size_t bytes) {
+    static void *ws;
+    static size_t ws_bytes;
+    if (bytes > ws_bytes) {
+        if (ws) {
+            CUDA_CHECK(cudaDeviceSynchronize()); /* earlier kernels may still read the old one */
+            cuda_dev_free(ws);
+        }
+        ws_bytes = (bytes + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
+        ws = cuda_dev_alloc(ws_bytes);
+    }
+    return ws;
+}
+
+/* ---------------------------------------------------------------- the memory ops of kernels.h */
+
+void *cuda_alloc(size_t bytes) {
+    void *p = cuda_dev_alloc(bytes);
+    CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
+    return p;
+}
+
+void cuda_free(void *p) { cuda_dev_free(p); }
+
+void cuda_memset_zero(void *p, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0));
+}
+
+void cuda_copy_to_device(void *dst, const void *host_src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+}
+
+void cuda_copy_to_host(void *host_dst, const void *src, size_t bytes) {
+    if (bytes) CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+__global__ void f32_to_bf16_kernel(const float *src, bf16 *dst, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __float2bfloat16(src[i]);
+}
+
+__global__ void bf16_to_f32_kernel(const bf16 *src, float *dst, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __bfloat162float(src[i]);
+}
+
+/* Host fp32 -> device bf16 through an fp32 staging buffer in chunks (round to nearest even on the device). */
+#define CONVERT_CHUNK ((size_t)1 << 24)
+
+void cuda_act_from_f32(void *dst_act, const float *host_src, size_t n) {
+    for (size_t at = 0; at < n; at += CONVERT_CHUNK) {
+        const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
+        float *stage = (float *)cuda_workspace(len * sizeof(float));
+        CUDA_CHECK(cudaMemcpy(stage, host_src + at, len * sizeof(float), cudaMemcpyHostToDevice));
+        f32_to_bf16_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256>>>(
+            stage, (bf16 *)dst_act + at, len);
+        LAUNCH_CHECK("f32_to_bf16_kernel");
+    }
+}
+
+void cuda_act_to_f32(float *host_dst, const void *src_act, size_t n) {
+    for (size_t at = 0; at < n; at += CONVERT_CHUNK) {
+        const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
+        float *stage = (float *)cuda_workspace(len * sizeof(float));
+        bf16_to_f32_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256>>>(
+            (const bf16 *)src_act + at, stage, len);
+        LAUNCH_CHECK("bf16_to_f32_kernel");
+        CUDA_CHECK(cudaMemcpy(host_dst + at, stage, len * sizeof(float), cudaMemcpyDeviceToHost));
+    }
+}
+
+void cuda_synchronize(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+/* ---------------------------------------------------------------- is there a GPU */
+
+extern "C" int kernels_cuda_available(char *why, size_t len) {
+    int n = 0;
+    cudaError_t err = cudaGetDeviceCount(&n);
+    if (err != cudaSuccess) {
+        snprintf(why, len, "cudaGetDeviceCount: %s", cudaGetErrorString(err));
+        cudaGetLastError(); /* clear the sticky-free error so a later call does not see it */
+        return 0;
+    }
+    if (n == 0) {
+        snprintf(why, len, "no CUDA device found");
+        return 0;
+    }
+    cudaDeviceProp prop;
+    CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    if (prop.major < 9) {
+        snprintf(why, len, "%s has compute capability %d.%d; this build needs 9.0 (Hopper)", prop.name, prop.major,
+                 prop.minor);
+        return 0;
+    }
+    snprintf(why, len, "%s", prop.name);
+    return 1;
+}

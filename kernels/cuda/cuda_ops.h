@@ -1,0 +1,65 @@
+/* cuda_ops.h: the operations of kernels.h as the CUDA backend defines them (one definition each, in the file of its
+ * epilogue kernels), gathered into kernels_cuda by cuda_kernels.cu. */
+#ifndef CUDA_OPS_H
+#define CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cuda_memory.cu */
+void *cuda_alloc(size_t bytes);
+void cuda_free(void *p);
+void cuda_memset_zero(void *p, size_t bytes);
+void cuda_copy_to_device(void *dst, const void *host_src, size_t bytes);
+void cuda_copy_to_host(void *host_dst, const void *src, size_t bytes);
+void cuda_act_from_f32(void *dst_act, const float *host_src, size_t n);
+void cuda_act_to_f32(float *host_dst, const void *src_act, size_t n);
+void cuda_synchronize(void);
+size_t cuda_peak_bytes(void);
+
+/* cuda_norm.cu */
+void cuda_embed_norm(const int32_t *tokens, const void *E, const float *gamma, float eps, void *x, void *O, float *r,
+                     int M, int D);
+void cuda_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps, void *h,
+                             void *O, float *r, int M, int N, int K);
+void cuda_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
+                             const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K);
+
+/* cuda_elementwise.cu */
+void cuda_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos, const float *rope_sin,
+                    void *Z, int M, int N, int K, int n_rope_cols, int hd, int T);
+void cuda_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F, int K);
+void cuda_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K);
+void cuda_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
+                               int M, int D, int F);
+void cuda_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K);
+void cuda_gemm_dw(const void *dY, const void *X, float *dW, int M, int N, int K);
+void cuda_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos,
+                        const float *rope_sin, void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T);
+
+/* cuda_loss.cu */
+void cuda_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
+                       float *loss, void *dZ, float *c, int M, int V, int K);
+
+/* cuda_attention_fwd.cu, cuda_attention_bwd.cu */
+void cuda_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
+void cuda_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, int B,
+                             int T, int Hq, int Hkv, int hd);
+
+/* cuda_embedding.cu */
+void cuda_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V);
+
+/* cuda_optimizer.cu */
+double cuda_sum_squares(const float *g, size_t n);
+void cuda_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
+                float beta2, float eps, float weight_decay, float grad_scale, int step);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

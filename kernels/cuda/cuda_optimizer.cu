@@ -1,0 +1,111 @@
+/* cuda_optimizer.cu: the optimizer ops. sum_squares: a fixed grid of blocks (independent of the device) each sums
+ * squares in double over a grid-stride range, then one block adds the partials in order: deterministic. AdamW: one
+ * fused elementwise pass over fp32 master/grad/m/v (16-byte accesses) that also writes the bf16 working copy, with
+ * the same fp32 formulas as the CPU backend (scalars formed in double on the host, as PyTorch does). */
+#include <math.h>
+
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+
+#define SUMSQ_BLOCKS 1024
+#define SUMSQ_THREADS 512
+
+__global__ void __launch_bounds__(SUMSQ_THREADS) sum_squares_partial_kernel(const float *g, size_t n, bool vec,
+                                                                            double *partial) {
+    __shared__ double scratch[32];
+    double acc = 0.0;
+    const size_t stride = (size_t)gridDim.x * blockDim.x, first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    if (vec) {
+        const float4 *g4 = reinterpret_cast<const float4 *>(g);
+        for (size_t i = first; i < n / 4; i += stride) {
+            const float4 v = g4[i];
+            acc += (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z + (double)v.w * v.w;
+        }
+        for (size_t i = n / 4 * 4 + first; i < n; i += stride) acc += (double)g[i] * g[i];
+    } else {
+        for (size_t i = first; i < n; i += stride) acc += (double)g[i] * g[i];
+    }
+    acc = block_sum(acc, scratch);
+    if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void __launch_bounds__(SUMSQ_BLOCKS) sum_partials_kernel(const double *partial, double *out) {
+    __shared__ double scratch[32];
+    const double s = block_sum(partial[threadIdx.x], scratch);
+    if (threadIdx.x == 0) *out = s;
+}
+
+extern "C" double cuda_sum_squares(const float *g, size_t n) {
+    static double *partial; /* SUMSQ_BLOCKS partials + the total */
+    if (!partial) partial = (double *)cuda_dev_alloc((SUMSQ_BLOCKS + 1) * sizeof(double));
+    sum_squares_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS>>>(g, n, (uintptr_t)g % 16 == 0, partial);
+    LAUNCH_CHECK("sum_squares_partial_kernel");
+    sum_partials_kernel<<<1, SUMSQ_BLOCKS>>>(partial, partial + SUMSQ_BLOCKS);
+    LAUNCH_CHECK("sum_partials_kernel");
+    double total = 0.0;
+    CUDA_CHECK(cudaMemcpy(&total, partial + SUMSQ_BLOCKS, sizeof(double), cudaMemcpyDeviceToHost));
+    return total;
+}
+
+typedef struct {
+    float decay, step_size, bias_correction2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, grad_scale;
+} AdamScalars;
+
+__device__ __forceinline__ float adam_one(float &p, float &m, float &v, float grad, const AdamScalars &s) {
+    const float g = grad * s.grad_scale;
+    m = m + s.one_minus_beta1 * (g - m); /* torch: exp_avg.lerp_(grad, 1 - beta1) */
+    v = s.beta2 * v + s.one_minus_beta2 * (g * g);
+    const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
+    p = p * s.decay - s.step_size * (m / denom);
+    return p;
+}
+
+/* VEC = 4: each thread updates 4 consecutive parameters with 16-byte accesses (all pointers 16-byte aligned and n a
+ * multiple of 4, checked by the caller); VEC = 1: one parameter per thread. */
+template <int VEC>
+__global__ void adamw_kernel(float *master, bf16 *working, const float *grad, float *m, float *v, size_t n,
+                             AdamScalars s) {
+    const size_t stride = (size_t)gridDim.x * blockDim.x;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n / VEC; i += stride) {
+        if (VEC == 4) {
+            float4 p = reinterpret_cast<float4 *>(master)[i], mm = reinterpret_cast<float4 *>(m)[i];
+            float4 vv = reinterpret_cast<float4 *>(v)[i];
+            const float4 g = reinterpret_cast<const float4 *>(grad)[i];
+            adam_one(p.x, mm.x, vv.x, g.x, s);
+            adam_one(p.y, mm.y, vv.y, g.y, s);
+            adam_one(p.z, mm.z, vv.z, g.z, s);
+            adam_one(p.w, mm.w, vv.w, g.w, s);
+            reinterpret_cast<float4 *>(master)[i] = p;
+            reinterpret_cast<float4 *>(m)[i] = mm;
+            reinterpret_cast<float4 *>(v)[i] = vv;
+            uint2 w;
+            reinterpret_cast<__nv_bfloat162 *>(&w)[0] = __floats2bfloat162_rn(p.x, p.y);
+            reinterpret_cast<__nv_bfloat162 *>(&w)[1] = __floats2bfloat162_rn(p.z, p.w);
+            reinterpret_cast<uint2 *>(working)[i] = w;
+        } else {
+            working[i] = __float2bfloat16(adam_one(master[i], m[i], v[i], grad[i], s));
+        }
+    }
+}
+
+extern "C" void cuda_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr,
+                           float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
+    if (n == 0) return;
+    AdamScalars s;
+    s.decay = (float)(1.0 - (double)lr * weight_decay);
+    s.step_size = (float)(lr / (1.0 - pow(beta1, step)));
+    s.bias_correction2_sqrt = (float)sqrt(1.0 - pow(beta2, step));
+    s.beta1 = beta1;
+    s.beta2 = beta2;
+    s.one_minus_beta1 = (float)(1.0 - beta1);
+    s.one_minus_beta2 = (float)(1.0 - beta2);
+    s.eps = eps;
+    s.grad_scale = grad_scale;
+    const bool vec = n % 4 == 0 && (uintptr_t)master % 16 == 0 && (uintptr_t)grad % 16 == 0 &&
+                     (uintptr_t)m % 16 == 0 && (uintptr_t)v % 16 == 0 && (uintptr_t)working % 8 == 0;
+    const size_t items = vec ? n / 4 : n;
+    const int threads = 256, blocks = (int)(items / threads + 1 < 65536 ? items / threads + 1 : 65536);
+    if (vec) adamw_kernel<4><<<blocks, threads>>>(master, (bf16 *)working, grad, m, v, n, s);
+    else adamw_kernel<1><<<blocks, threads>>>(master, (bf16 *)working, grad, m, v, n, s);
+    LAUNCH_CHECK("adamw_kernel");
+}

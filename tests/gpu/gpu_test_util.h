@@ -1,0 +1,130 @@
+/* gpu_test_util.h: helpers for the GPU tests: random host data rounded to bf16 (so the CPU oracle and the GPU see
+ * the same inputs), device buffers filled from host data or poisoned with NaN, read-back to fp32, and the
+ * relative-error check ||gpu - cpu|| / ||cpu|| with NaN never passing. Every buffer is freed by gpu_free_all(). */
+#ifndef GPU_TEST_UTIL_H
+#define GPU_TEST_UTIL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "tests/test_util.h"
+
+static const Kernels *const kg = &kernels_cuda; /* the backend under test */
+static const Kernels *const kc __attribute__((unused)) = &kernels_cpu;  /* the oracle */
+
+static void *host_bufs[512], *dev_bufs[512];
+static int n_host_bufs, n_dev_bufs;
+
+static inline void *halloc(size_t bytes) {
+    void *p = malloc(bytes ? bytes : 1);
+    if (!p || n_host_bufs == 512) {
+        fprintf(stderr, "gpu test: out of host memory or buffer slots\n");
+        exit(2);
+    }
+    return host_bufs[n_host_bufs++] = p;
+}
+
+static inline void *dalloc(size_t bytes) {
+    if (n_dev_bufs == 512) {
+        fprintf(stderr, "gpu test: too many device buffers\n");
+        exit(2);
+    }
+    return dev_bufs[n_dev_bufs++] = kg->alloc(bytes);
+}
+
+static inline void gpu_free_all(void) {
+    while (n_host_bufs) free(host_bufs[--n_host_bufs]);
+    while (n_dev_bufs) kg->free(dev_bufs[--n_dev_bufs]);
+}
+
+/* fp32 -> nearest bf16 (ties to even) -> fp32, as __float2bfloat16 rounds. */
+static inline float bf16_round(float x) {
+    if (isnan(x)) return x;
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static inline double rnd(void) { /* splitmix64 -> uniform [-1, 1) */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-52 - 1.0;
+}
+
+/* offset + scale * uniform, fp32 (for fp32 inputs: gamma, r, c, grads) */
+static inline float *rand_f(size_t n, double offset, double scale) {
+    float *a = halloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) a[i] = (float)(offset + scale * rnd());
+    return a;
+}
+
+/* the same, rounded to bf16 (for act inputs) */
+static inline float *rand_bf(size_t n, double offset, double scale) {
+    float *a = rand_f(n, offset, scale);
+    for (size_t i = 0; i < n; i++) a[i] = bf16_round(a[i]);
+    return a;
+}
+
+static inline int32_t *rand_tokens(int n, int V) {
+    int32_t *t = halloc((size_t)n * sizeof(int32_t));
+    for (int i = 0; i < n; i++) t[i] = (int32_t)((rnd() + 1.0) * 0.5 * V) % V;
+    return t;
+}
+
+static inline float *nan_f(size_t n) {
+    float *a = halloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) a[i] = NAN;
+    return a;
+}
+
+static inline float *copy_f(const float *a, size_t n) {
+    float *b = halloc(n * sizeof(float));
+    memcpy(b, a, n * sizeof(float));
+    return b;
+}
+
+/* device buffers: act (bf16) or fp32, from host values or NaN */
+static inline void *dev_act(const float *host, size_t n) {
+    void *d = dalloc(n * kg->act_bytes);
+    kg->act_from_f32(d, host, n);
+    return d;
+}
+static inline void *dev_act_nan(size_t n) { return dev_act(nan_f(n), n); }
+static inline float *dev_f32(const float *host, size_t n) {
+    float *d = dalloc(n * sizeof(float));
+    kg->copy_to_device(d, host, n * sizeof(float));
+    return d;
+}
+static inline float *dev_f32_nan(size_t n) { return dev_f32(nan_f(n), n); }
+static inline int32_t *dev_i32(const int32_t *host, size_t n) {
+    int32_t *d = dalloc(n * sizeof(int32_t));
+    kg->copy_to_device(d, host, n * sizeof(int32_t));
+    return d;
+}
+
+static inline float *get_act(const void *d, size_t n) {
+    float *h = halloc(n * sizeof(float));
+    kg->act_to_f32(h, d, n);
+    return h;
+}
+static inline float *get_f32(const float *d, size_t n) {
+    float *h = halloc(n * sizeof(float));
+    kg->copy_to_host(h, d, n * sizeof(float));
+    return h;
+}
+
+/* ||gpu - cpu|| / ||cpu||; any non-finite gpu value (an unwritten, poisoned output) fails. */
+static inline void check_rel(const char *what, const float *gpu, const float *cpu, size_t n, double tol) {
+    const double err = rel_error_f(gpu, cpu, n);
+    CHECK(all_finite_f(gpu, n) && err <= tol, "%s: rel err %.2e (tol %.0e)", what, err, tol);
+}
+
+#endif

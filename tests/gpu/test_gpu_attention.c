@@ -1,0 +1,88 @@
+/* test_gpu_attention.c: the CUDA attention (FlashAttention-style, forward and backward) against the naive attention
+ * of the CPU backend (per query: all scores, softmax, weighted sum; validated against a double reference with
+ * finite differences in test_cpu_ops), on the same bf16-rounded inputs, at T in {1, 17, 128, 2048}, head dim 64 and
+ * 128 (and 32, the tiny config's), GQA ratios 1 and 4, outputs poisoned with NaN. The backward of both gets the same
+ * y (the CPU's, rounded to bf16) and lse. Tolerances (||gpu - cpu|| / ||cpu||): y and dQ/dK/dV 1e-2 (bf16 outputs;
+ * P and dS are rounded to bf16 as tensor-core operands), lse 1e-5 (fp32 statistics of exact bf16 products). Also:
+ * the backward gives the same bits twice (no atomics). */
+#include "tests/gpu/gpu_test_util.h"
+
+#define ATT_BF16_TOL 1e-2
+#define ATT_LSE_TOL 1e-5
+
+/* ||a - b|| / max(||b||, floor) over the columns [c0, c0 + w) of rows of width ld. The floor (1e-3 x the norm of the
+ * whole reference dqkv) keeps a part whose exact value is ~0 from being judged on its rounding noise: at T = 1 every
+ * query sees only its own key, P = 1 and dS = P (dy.v - dy.y) = 0, so dQ and dK are 0 up to rounding. */
+static double rel_err_cols(const float *a, const float *b, size_t rows, int ld, int c0, int w, double floor,
+                           int *finite) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < rows; i++)
+        for (int j = c0; j < c0 + w; j++) {
+            const double x = a[i * ld + j], y = b[i * ld + j];
+            if (!isfinite(x)) *finite = 0;
+            num += (x - y) * (x - y);
+            den += y * y;
+        }
+    return sqrt(num) / fmax(sqrt(den), floor);
+}
+
+static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
+    const int ld = (Hq + 2 * Hkv) * hd, ldy = Hq * hd;
+    const size_t n_qkv = (size_t)B * T * ld, n_y = (size_t)B * T * ldy, n_lse = (size_t)B * Hq * T;
+    char shape[96], what[192];
+    snprintf(shape, sizeof shape, "B=%d T=%d Hq=%d Hkv=%d hd=%d", B, T, Hq, Hkv, hd);
+    const float *qkv = rand_bf(n_qkv, 0.0, 2.0), *dy = rand_bf(n_y, 0.0, 1.0);
+
+    float *y = nan_f(n_y), *lse = nan_f(n_lse);
+    kc->attention_forward(qkv, y, lse, B, T, Hq, Hkv, hd);
+    void *gqkv = dev_act(qkv, n_qkv), *gy = dev_act_nan(n_y);
+    float *glse = dev_f32_nan(n_lse);
+    kg->attention_forward(gqkv, gy, glse, B, T, Hq, Hkv, hd);
+    snprintf(what, sizeof what, "attention_forward (%s): y", shape);
+    check_rel(what, get_act(gy, n_y), y, n_y, ATT_BF16_TOL);
+    snprintf(what, sizeof what, "attention_forward (%s): lse", shape);
+    check_rel(what, get_f32(glse, n_lse), lse, n_lse, ATT_LSE_TOL);
+
+    for (size_t i = 0; i < n_y; i++) y[i] = bf16_round(y[i]);
+    float *dqkv = nan_f(n_qkv);
+    kc->attention_backward(qkv, y, lse, dy, dqkv, B, T, Hq, Hkv, hd);
+    void *gy_in = dev_act(y, n_y), *gdy = dev_act(dy, n_y), *gd1 = dev_act_nan(n_qkv), *gd2 = dev_act_nan(n_qkv);
+    float *glse_in = dev_f32(lse, n_lse);
+    kg->attention_backward(gqkv, gy_in, glse_in, gdy, gd1, B, T, Hq, Hkv, hd);
+    kg->attention_backward(gqkv, gy_in, glse_in, gdy, gd2, B, T, Hq, Hkv, hd);
+    float *d1 = get_act(gd1, n_qkv);
+    static const char *part[3] = {"dQ", "dK", "dV"};
+    const int c0[3] = {0, Hq * hd, (Hq + Hkv) * hd}, w[3] = {Hq * hd, Hkv * hd, Hkv * hd};
+    double ref_norm = 0;
+    for (size_t i = 0; i < n_qkv; i++) ref_norm += (double)dqkv[i] * dqkv[i];
+    for (int p = 0; p < 3; p++) {
+        int finite = 1;
+        const double err = rel_err_cols(d1, dqkv, (size_t)B * T, ld, c0[p], w[p], 1e-3 * sqrt(ref_norm), &finite);
+        CHECK(finite && err <= ATT_BF16_TOL, "attention_backward (%s): %s rel err %.2e (tol %.0e)", shape, part[p], err,
+              ATT_BF16_TOL);
+    }
+    CHECK(memcmp(d1, get_act(gd2, n_qkv), n_qkv * sizeof(float)) == 0, "attention_backward (%s): same bits twice",
+          shape);
+    gpu_free_all();
+}
+
+int main(void) {
+    char why[256];
+    if (!kernels_cuda_available(why, sizeof why)) {
+        printf("FAIL no usable GPU: %s\n", why);
+        return 1;
+    }
+    printf("# device: %s\n", why);
+    static const int Ts[] = {1, 17, 128, 2048};
+    static const int hds[] = {64, 128};
+    static const int ratios[] = {1, 4};
+    for (int ti = 0; ti < 4; ti++)
+        for (int hi = 0; hi < 2; hi++)
+            for (int ri = 0; ri < 2; ri++) {
+                const int T = Ts[ti], Hkv = 2, Hq = Hkv * ratios[ri];
+                test_attention(T <= 128 ? 2 : 1, T, Hq, Hkv, hds[hi]);
+            }
+    test_attention(2, 77, 4, 2, 32); /* the tiny config's head dim */
+    test_attention(1, 200, 32, 8, 64); /* the 1B config's heads */
+    return test_summary();
+}

@@ -1,0 +1,346 @@
+/* test_gpu_ops.c: every op of kernels_cuda against kernels_cpu (the fp32 oracle) on fresh random inputs rounded to
+ * bf16 (both backends see the same values), at ragged shapes (M, N, K not multiples of any tile or of 8) and aligned
+ * ones, with every GPU output poisoned with NaN before the call. Tolerances (||gpu - cpu|| / ||cpu||):
+ *   BF16_TOL 1e-2  an output stored in bf16 (the rounding alone is ~2e-3; a GEMM output rounded, then scaled and
+ *                  rounded again, ~4e-3);
+ *   STAT_TOL 1e-3  fp32 statistics computed from bf16-rounded intermediates (r of a bf16 h, c of bf16 Z) where the
+ *                  rounding errors average out;
+ *   LOSS_TOL 3e-3  the cross-entropy from bf16 logits (as PyTorch's bf16 autocast computes it): each logit z carries
+ *                  an error up to |z| 2^-9, so for logits of size ~10 the loss moves by ~1e-3 of itself;
+ *   F32_TOL  1e-5  fp32 outputs of exact bf16 products accumulated in fp32 (dW, G-derived dgamma, Y, dE, AdamW).
+ * Also: the ops that reduce (dgamma, dW, dE, c, sum_squares) give the same bits when run twice. */
+#include "tests/gpu/gpu_test_util.h"
+
+#define BF16_TOL 1e-2
+#define STAT_TOL 1e-3
+#define LOSS_TOL 3e-3
+#define F32_TOL 1e-5
+
+static void test_memory(void) {
+    CHECK(kg->act_bytes == 2 && strcmp(kg->name, "cuda") == 0, "memory: name cuda, act_bytes 2");
+    const size_t n = 1001;
+    float *zero = get_f32(dalloc(n * sizeof(float)), n);
+    size_t nonzero = 0;
+    for (size_t i = 0; i < n; i++) nonzero += zero[i] != 0.0f;
+    CHECK(nonzero == 0, "memory: alloc is zero-filled");
+    const float *src = rand_f(n, 0.0, 3.0);
+    float *d = dev_f32(src, n), *back = get_f32(d, n);
+    CHECK(memcmp(src, back, n * sizeof(float)) == 0, "memory: copy_to_device then copy_to_host round-trips");
+    kg->memset_zero(d, n * sizeof(float));
+    back = get_f32(d, n);
+    nonzero = 0;
+    for (size_t i = 0; i < n; i++) nonzero += back[i] != 0.0f;
+    CHECK(nonzero == 0, "memory: memset_zero");
+    float *act = get_act(dev_act(src, n), n);
+    int exact = 1;
+    for (size_t i = 0; i < n; i++) exact &= act[i] == bf16_round(src[i]);
+    CHECK(exact, "memory: act_from_f32 rounds to nearest-even bf16, act_to_f32 reads it back exactly");
+    gpu_free_all();
+}
+
+static void test_embed_norm(int M, int V, int D) {
+    const float eps = 1e-5f;
+    const int32_t *tok = rand_tokens(M, V);
+    const float *E = rand_bf((size_t)V * D, 0.0, 1.0), *gamma = rand_f(D, 1.0, 0.5);
+    float *x = nan_f((size_t)M * D), *O = nan_f((size_t)M * D), *r = nan_f(M);
+    kc->embed_norm(tok, E, gamma, eps, x, O, r, M, D);
+    void *dx = dev_act_nan((size_t)M * D), *dO = dev_act_nan((size_t)M * D);
+    float *dr = dev_f32_nan(M);
+    kg->embed_norm(dev_i32(tok, M), dev_act(E, (size_t)V * D), dev_f32(gamma, D), eps, dx, dO, dr, M, D);
+    char what[128];
+    snprintf(what, sizeof what, "embed_norm M=%d V=%d D=%d: x rows are the embedding rows (exact)", M, V, D);
+    CHECK(memcmp(get_act(dx, (size_t)M * D), x, (size_t)M * D * sizeof(float)) == 0, "%s", what);
+    snprintf(what, sizeof what, "embed_norm M=%d D=%d: O", M, D);
+    check_rel(what, get_act(dO, (size_t)M * D), O, (size_t)M * D, BF16_TOL);
+    snprintf(what, sizeof what, "embed_norm M=%d D=%d: r", M, D);
+    check_rel(what, get_f32(dr, M), r, M, F32_TOL);
+    gpu_free_all();
+}
+
+static void test_gemm_residual_norm(int M, int N, int K) {
+    const float eps = 1e-5f;
+    const float *A = rand_bf((size_t)M * K, 0.0, 1.0), *W = rand_bf((size_t)N * K, 0.0, 0.3);
+    const float *res = rand_bf((size_t)M * N, 0.0, 1.0), *gamma = rand_f(N, 1.0, 0.5);
+    float *h = nan_f((size_t)M * N), *O = nan_f((size_t)M * N), *r = nan_f(M);
+    kc->gemm_residual_norm(A, W, res, gamma, eps, h, O, r, M, N, K);
+    void *dh = dev_act_nan((size_t)M * N), *dO = dev_act_nan((size_t)M * N);
+    float *dr = dev_f32_nan(M);
+    kg->gemm_residual_norm(dev_act(A, (size_t)M * K), dev_act(W, (size_t)N * K), dev_act(res, (size_t)M * N),
+                           dev_f32(gamma, N), eps, dh, dO, dr, M, N, K);
+    char what[128];
+    snprintf(what, sizeof what, "gemm_residual_norm %dx%dx%d: h", M, N, K);
+    check_rel(what, get_act(dh, (size_t)M * N), h, (size_t)M * N, BF16_TOL);
+    snprintf(what, sizeof what, "gemm_residual_norm %dx%dx%d: O", M, N, K);
+    check_rel(what, get_act(dO, (size_t)M * N), O, (size_t)M * N, BF16_TOL);
+    snprintf(what, sizeof what, "gemm_residual_norm %dx%dx%d: r", M, N, K);
+    check_rel(what, get_f32(dr, M), r, M, STAT_TOL);
+    gpu_free_all();
+}
+
+static void rope_tables(int T, int hd, float **cos_t, float **sin_t) {
+    *cos_t = halloc((size_t)T * hd / 2 * sizeof(float));
+    *sin_t = halloc((size_t)T * hd / 2 * sizeof(float));
+    for (int pos = 0; pos < T; pos++)
+        for (int i = 0; i < hd / 2; i++) {
+            const double angle = pos * pow(10000.0, -2.0 * i / hd);
+            (*cos_t)[pos * hd / 2 + i] = (float)cos(angle);
+            (*sin_t)[pos * hd / 2 + i] = (float)sin(angle);
+        }
+}
+
+static void test_gemm_rope(int M, int K, int T, int Hq, int Hkv, int hd) {
+    const int N = (Hq + 2 * Hkv) * hd, n_rope = (Hq + Hkv) * hd;
+    float *cs, *sn;
+    rope_tables(T, hd, &cs, &sn);
+    const float *O = rand_bf((size_t)M * K, 0.0, 1.0), *W = rand_bf((size_t)N * K, 0.0, 0.3), *r = rand_f(M, 1.0, 0.5);
+    float *Z = nan_f((size_t)M * N);
+    kc->gemm_rope(O, W, r, cs, sn, Z, M, N, K, n_rope, hd, T);
+    void *dZ = dev_act_nan((size_t)M * N);
+    kg->gemm_rope(dev_act(O, (size_t)M * K), dev_act(W, (size_t)N * K), dev_f32(r, M), dev_f32(cs, (size_t)T * hd / 2),
+                  dev_f32(sn, (size_t)T * hd / 2), dZ, M, N, K, n_rope, hd, T);
+    char what[128];
+    snprintf(what, sizeof what, "gemm_rope M=%d K=%d T=%d Hq=%d Hkv=%d hd=%d: Z", M, K, T, Hq, Hkv, hd);
+    check_rel(what, get_act(dZ, (size_t)M * N), Z, (size_t)M * N, BF16_TOL);
+    gpu_free_all();
+}
+
+static void test_gemm_swiglu(int M, int F, int K) {
+    const float *O = rand_bf((size_t)M * K, 0.0, 1.0), *W = rand_bf((size_t)2 * F * K, 0.0, 0.5), *r = rand_f(M, 1.0, 0.5);
+    float *Z = nan_f((size_t)M * 2 * F), *act = nan_f((size_t)M * F);
+    kc->gemm_swiglu(O, W, r, Z, act, M, F, K);
+    void *dZ = dev_act_nan((size_t)M * 2 * F), *dact = dev_act_nan((size_t)M * F);
+    kg->gemm_swiglu(dev_act(O, (size_t)M * K), dev_act(W, (size_t)2 * F * K), dev_f32(r, M), dZ, dact, M, F, K);
+    char what[128];
+    snprintf(what, sizeof what, "gemm_swiglu M=%d F=%d K=%d: Z", M, F, K);
+    check_rel(what, get_act(dZ, (size_t)M * 2 * F), Z, (size_t)M * 2 * F, BF16_TOL);
+    snprintf(what, sizeof what, "gemm_swiglu M=%d F=%d K=%d: act", M, F, K);
+    check_rel(what, get_act(dact, (size_t)M * F), act, (size_t)M * F, BF16_TOL);
+    gpu_free_all();
+}
+
+static void test_gemm_rowscale(int M, int N, int K) {
+    const float *O = rand_bf((size_t)M * K, 0.0, 1.0), *W = rand_bf((size_t)N * K, 0.0, 1.0), *r = rand_f(M, 1.0, 0.5);
+    float *Y = nan_f((size_t)M * N), *dY = dev_f32_nan((size_t)M * N);
+    kc->gemm_rowscale(O, W, r, Y, M, N, K);
+    kg->gemm_rowscale(dev_act(O, (size_t)M * K), dev_act(W, (size_t)N * K), dev_f32(r, M), dY, M, N, K);
+    char what[128];
+    snprintf(what, sizeof what, "gemm_rowscale %dx%dx%d: Y (fp32)", M, N, K);
+    check_rel(what, get_f32(dY, (size_t)M * N), Y, (size_t)M * N, F32_TOL);
+    gpu_free_all();
+}
+
+static void test_lm_head_loss(int M, int V, int K, double logit_scale) {
+    const float dscale = 0.7f / M;
+    const float *O = rand_bf((size_t)M * K, 0.0, logit_scale), *W = rand_bf((size_t)V * K, 0.0, 1.0);
+    const float *r = rand_f(M, 1.0, 0.5);
+    const int32_t *tgt = rand_tokens(M, V);
+    float *loss = nan_f(M), *dZ = nan_f((size_t)M * V), *c = nan_f(M);
+    kc->lm_head_loss(O, W, r, tgt, dscale, loss, dZ, c, M, V, K);
+    void *gO = dev_act(O, (size_t)M * K), *gW = dev_act(W, (size_t)V * K);
+    float *gr = dev_f32(r, M), *gloss = dev_f32_nan(M), *gloss2 = dev_f32_nan(M), *gc = dev_f32_nan(M);
+    int32_t *gt = dev_i32(tgt, M);
+    void *gdZ = dev_act_nan((size_t)M * V);
+    kg->lm_head_loss(gO, gW, gr, gt, dscale, gloss, gdZ, gc, M, V, K);
+    kg->lm_head_loss(gO, gW, gr, gt, dscale, gloss2, NULL, NULL, M, V, K);
+    char what[160];
+    snprintf(what, sizeof what, "lm_head_loss M=%d V=%d K=%d logits O(%g): loss", M, V, K, logit_scale);
+    float *l1 = get_f32(gloss, M);
+    check_rel(what, l1, loss, M, LOSS_TOL);
+    snprintf(what, sizeof what, "lm_head_loss M=%d V=%d: dZ = r dscale (softmax - onehot)", M, V);
+    check_rel(what, get_act(gdZ, (size_t)M * V), dZ, (size_t)M * V, BF16_TOL);
+    snprintf(what, sizeof what, "lm_head_loss M=%d V=%d: c = <z, g>", M, V);
+    check_rel(what, get_f32(gc, M), c, M, BF16_TOL);
+    CHECK(memcmp(l1, get_f32(gloss2, M), M * sizeof(float)) == 0,
+          "lm_head_loss M=%d V=%d: the loss without dZ (evaluation) has the same bits", M, V);
+    gpu_free_all();
+}
+
+static void test_gemm_norm_backward(int M, int N, int K) {
+    const float *dZ = rand_bf((size_t)M * N, 0.0, 1.0), *W = rand_bf((size_t)N * K, 0.0, 0.5);
+    const float *gamma = rand_f(K, 1.0, 0.5), *r = rand_f(M, 1.0, 0.5), *c = rand_f(M, 0.0, 2.0);
+    const float *x = rand_bf((size_t)M * K, 0.0, 1.0), *dgamma0 = rand_f(K, 0.0, 1.0);
+    const float *dres0 = rand_bf((size_t)M * K, 0.0, 1.0);
+    void *gdZ = dev_act(dZ, (size_t)M * N), *gW = dev_act(W, (size_t)N * K), *gx = dev_act(x, (size_t)M * K);
+    float *ggamma = dev_f32(gamma, K), *gr = dev_f32(r, M), *gc = dev_f32(c, M);
+    for (int accumulate = 0; accumulate <= 1; accumulate++) {
+        float *dres = accumulate ? copy_f(dres0, (size_t)M * K) : nan_f((size_t)M * K), *dgamma = copy_f(dgamma0, K);
+        kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K);
+        void *gdres = accumulate ? dev_act(dres0, (size_t)M * K) : dev_act_nan((size_t)M * K);
+        float *gdgamma = dev_f32(dgamma0, K);
+        kg->gemm_norm_backward(gdZ, gW, ggamma, gr, gc, gx, gdres, gdgamma, accumulate, M, N, K);
+        char what[160];
+        snprintf(what, sizeof what, "gemm_norm_backward %dx%dx%d accumulate %d: dres", M, N, K, accumulate);
+        check_rel(what, get_act(gdres, (size_t)M * K), dres, (size_t)M * K, BF16_TOL);
+        snprintf(what, sizeof what, "gemm_norm_backward %dx%dx%d accumulate %d: dgamma (fp32)", M, N, K, accumulate);
+        float *dg1 = get_f32(gdgamma, K);
+        check_rel(what, dg1, dgamma, K, F32_TOL);
+        if (accumulate) { /* determinism: the same call on the same inputs gives the same bits */
+            float *gdgamma2 = dev_f32(dgamma0, K);
+            void *gdres2 = dev_act(dres0, (size_t)M * K);
+            kg->gemm_norm_backward(gdZ, gW, ggamma, gr, gc, gx, gdres2, gdgamma2, accumulate, M, N, K);
+            CHECK(memcmp(dg1, get_f32(gdgamma2, K), K * sizeof(float)) == 0 &&
+                      memcmp(get_act(gdres, (size_t)M * K), get_act(gdres2, (size_t)M * K),
+                             (size_t)M * K * sizeof(float)) == 0,
+                  "gemm_norm_backward %dx%dx%d: same bits twice", M, N, K);
+        }
+    }
+    gpu_free_all();
+}
+
+static void test_gemm_swiglu_backward(int M, int D, int F) {
+    const size_t nz = (size_t)M * 2 * F;
+    const float *dY = rand_bf((size_t)M * D, 0.0, 1.0), *Wd = rand_bf((size_t)D * F, 0.0, 0.5);
+    const float *Z = rand_bf(nz, 0.0, 3.0), *r = rand_f(M, 1.0, 0.5);
+    float *dZ = nan_f(nz), *c = nan_f(M);
+    kc->gemm_swiglu_backward(dY, Wd, Z, r, dZ, c, M, D, F);
+    void *gdZ = dev_act_nan(nz);
+    float *gc = dev_f32_nan(M);
+    kg->gemm_swiglu_backward(dev_act(dY, (size_t)M * D), dev_act(Wd, (size_t)D * F), dev_act(Z, nz), dev_f32(r, M),
+                             gdZ, gc, M, D, F);
+    char what[128];
+    snprintf(what, sizeof what, "gemm_swiglu_backward M=%d D=%d F=%d: dZ", M, D, F);
+    check_rel(what, get_act(gdZ, nz), dZ, nz, BF16_TOL);
+    snprintf(what, sizeof what, "gemm_swiglu_backward M=%d D=%d F=%d: c (fp32)", M, D, F);
+    check_rel(what, get_f32(gc, M), c, M, STAT_TOL);
+    gpu_free_all();
+}
+
+static void test_gemm_dx_dw(int M, int N, int K) {
+    const float *dY = rand_bf((size_t)M * N, 0.0, 1.0), *W = rand_bf((size_t)N * K, 0.0, 1.0);
+    const float *X = rand_bf((size_t)M * K, 0.0, 1.0), *dW0 = rand_f((size_t)N * K, 0.0, 5.0);
+    float *dX = nan_f((size_t)M * K), *dW = copy_f(dW0, (size_t)N * K);
+    kc->gemm_dx(dY, W, dX, M, N, K);
+    kc->gemm_dw(dY, X, dW, M, N, K);
+    void *gdY = dev_act(dY, (size_t)M * N), *gdX = dev_act_nan((size_t)M * K);
+    float *gdW = dev_f32(dW0, (size_t)N * K), *gdW2 = dev_f32(dW0, (size_t)N * K);
+    kg->gemm_dx(gdY, dev_act(W, (size_t)N * K), gdX, M, N, K);
+    void *gX = dev_act(X, (size_t)M * K);
+    kg->gemm_dw(gdY, gX, gdW, M, N, K);
+    kg->gemm_dw(gdY, gX, gdW2, M, N, K);
+    char what[128];
+    snprintf(what, sizeof what, "gemm_dx %dx%dx%d: dX", M, N, K);
+    check_rel(what, get_act(gdX, (size_t)M * K), dX, (size_t)M * K, BF16_TOL);
+    snprintf(what, sizeof what, "gemm_dw %dx%dx%d: dW += dY^T X (pre-filled, fp32)", M, N, K);
+    float *w1 = get_f32(gdW, (size_t)N * K);
+    check_rel(what, w1, dW, (size_t)N * K, F32_TOL);
+    CHECK(memcmp(w1, get_f32(gdW2, (size_t)N * K), (size_t)N * K * sizeof(float)) == 0,
+          "gemm_dw %dx%dx%d: same bits twice", M, N, K);
+    gpu_free_all();
+}
+
+static void test_rope_backward(int M, int T, int Hq, int Hkv, int hd) {
+    const int N = (Hq + 2 * Hkv) * hd, n_rope = (Hq + Hkv) * hd;
+    const size_t n = (size_t)M * N;
+    float *cs, *sn;
+    rope_tables(T, hd, &cs, &sn);
+    const float *Z = rand_bf(n, 0.0, 1.0), *dZin = rand_bf(n, 0.0, 1.0), *r = rand_f(M, 1.0, 0.5);
+    float *dZout = nan_f(n), *c = nan_f(M);
+    kc->rope_backward(Z, dZin, r, cs, sn, dZout, c, M, N, n_rope, hd, T);
+    void *gZ = dev_act(Z, n), *gin = dev_act(dZin, n), *gout = dev_act_nan(n);
+    float *gr = dev_f32(r, M), *gcs = dev_f32(cs, (size_t)T * hd / 2), *gsn = dev_f32(sn, (size_t)T * hd / 2);
+    float *gc = dev_f32_nan(M), *gc2 = dev_f32_nan(M);
+    kg->rope_backward(gZ, gin, gr, gcs, gsn, gout, gc, M, N, n_rope, hd, T);
+    char what[128];
+    snprintf(what, sizeof what, "rope_backward M=%d T=%d Hq=%d Hkv=%d hd=%d: dZ_out", M, T, Hq, Hkv, hd);
+    float *out1 = get_act(gout, n), *c1 = get_f32(gc, M);
+    check_rel(what, out1, dZout, n, BF16_TOL);
+    snprintf(what, sizeof what, "rope_backward M=%d hd=%d: c = <Z, dZ_in> (fp32)", M, hd);
+    check_rel(what, c1, c, M, F32_TOL * 10);
+    kg->rope_backward(gZ, gin, gr, gcs, gsn, gin, gc2, M, N, n_rope, hd, T); /* in place */
+    CHECK(memcmp(out1, get_act(gin, n), n * sizeof(float)) == 0 && memcmp(c1, get_f32(gc2, M), M * sizeof(float)) == 0,
+          "rope_backward M=%d hd=%d: in place (dZ_out == dZ_in) gives the same bits", M, hd);
+    gpu_free_all();
+}
+
+static void test_embed_backward(int M, int D, int V) {
+    const int32_t *tok = rand_tokens(M, V);
+    const float *dx = rand_bf((size_t)M * D, 0.0, 1.0), *dE0 = rand_f((size_t)V * D, 0.0, 1.0);
+    float *dE = copy_f(dE0, (size_t)V * D);
+    kc->embed_backward(tok, dx, dE, M, D, V);
+    int32_t *gt = dev_i32(tok, M);
+    void *gdx = dev_act(dx, (size_t)M * D);
+    float *g1 = dev_f32(dE0, (size_t)V * D), *g2 = dev_f32(dE0, (size_t)V * D);
+    kg->embed_backward(gt, gdx, g1, M, D, V);
+    kg->embed_backward(gt, gdx, g2, M, D, V);
+    char what[128];
+    snprintf(what, sizeof what, "embed_backward M=%d D=%d V=%d: dE[tokens] += dx (pre-filled, fp32)", M, D, V);
+    float *h1 = get_f32(g1, (size_t)V * D);
+    check_rel(what, h1, dE, (size_t)V * D, F32_TOL);
+    CHECK(memcmp(h1, get_f32(g2, (size_t)V * D), (size_t)V * D * sizeof(float)) == 0,
+          "embed_backward M=%d D=%d V=%d: same bits twice", M, D, V);
+    gpu_free_all();
+}
+
+static void test_sum_squares(size_t n, size_t offset) {
+    const float *g = rand_f(n + offset, 0.0, 2.0);
+    float *dg = dev_f32(g, n + offset);
+    const double ref = kc->sum_squares(g + offset, n), s1 = kg->sum_squares(dg + offset, n);
+    const double s2 = kg->sum_squares(dg + offset, n);
+    const double err = fabs(s1 - ref) / ref;
+    CHECK(err < 1e-12 && s1 == s2, "sum_squares n=%zu offset %zu: rel err %.2e (tol 1e-12), same bits twice", n, offset,
+          err);
+    gpu_free_all();
+}
+
+static void test_adamw(size_t n) {
+    const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f, grad_scale = 0.5f;
+    float *master = rand_f(n, 0.0, 1.0), *m = rand_f(n, 0.0, 0.1), *v = rand_f(n, 0.2, 0.1), *work = nan_f(n);
+    float *gmaster = dev_f32(master, n), *gm = dev_f32(m, n), *gv = dev_f32(v, n);
+    void *gwork = dev_act_nan(n);
+    for (int step = 1; step <= 3; step++) {
+        const float *grad = rand_f(n, 0.0, 1.0);
+        kc->adamw(master, work, grad, m, v, n, lr, beta1, beta2, eps, wd, grad_scale, step);
+        kg->adamw(gmaster, gwork, dev_f32(grad, n), gm, gv, n, lr, beta1, beta2, eps, wd, grad_scale, step);
+    }
+    float *hm = get_f32(gmaster, n), *hw = get_act(gwork, n);
+    char what[96];
+    snprintf(what, sizeof what, "adamw n=%zu, 3 steps: master", n);
+    check_rel(what, hm, master, n, F32_TOL);
+    snprintf(what, sizeof what, "adamw n=%zu, 3 steps: m", n);
+    check_rel(what, get_f32(gm, n), m, n, F32_TOL);
+    snprintf(what, sizeof what, "adamw n=%zu, 3 steps: v", n);
+    check_rel(what, get_f32(gv, n), v, n, F32_TOL);
+    int exact = 1;
+    for (size_t i = 0; i < n; i++) exact &= hw[i] == bf16_round(hm[i]);
+    CHECK(exact, "adamw n=%zu: working == bf16(master)", n);
+    gpu_free_all();
+}
+
+int main(void) {
+    char why[256];
+    if (!kernels_cuda_available(why, sizeof why)) {
+        printf("FAIL no usable GPU: %s\n", why);
+        return 1;
+    }
+    printf("# device: %s\n", why);
+    test_memory();
+    test_embed_norm(37, 11, 29);
+    test_embed_norm(64, 50, 2048);
+    test_gemm_residual_norm(37, 45, 29);
+    test_gemm_residual_norm(300, 2048, 512);
+    test_gemm_rope(37, 29, 17, 4, 2, 16);
+    test_gemm_rope(130, 64, 5, 4, 1, 64);
+    test_gemm_rope(64, 128, 32, 2, 1, 128);
+    test_gemm_swiglu(37, 23, 29);
+    test_gemm_swiglu(200, 512, 256);
+    test_gemm_rowscale(1, 1001, 64);
+    test_gemm_rowscale(37, 45, 29);
+    test_lm_head_loss(37, 45, 29, 1.0);
+    test_lm_head_loss(37, 45, 29, 2.0);
+    test_lm_head_loss(1500, 5003, 64, 1.0); /* two LM_CHUNK chunks, ragged V */
+    test_gemm_norm_backward(37, 45, 29);
+    test_gemm_norm_backward(300, 1024, 512);
+    test_gemm_swiglu_backward(37, 29, 23);
+    test_gemm_swiglu_backward(200, 256, 512);
+    test_gemm_dx_dw(37, 45, 29);
+    test_gemm_dx_dw(256, 512, 384);
+    test_rope_backward(37, 17, 4, 2, 16);
+    test_rope_backward(130, 64, 4, 1, 64);
+    test_embed_backward(37, 77, 11);
+    test_embed_backward(4096, 256, 300);
+    test_sum_squares(100003, 0);
+    test_sum_squares(100003, 1);
+    test_adamw(1001);
+    test_adamw(4096);
+    return test_summary();
+}
