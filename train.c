@@ -1,6 +1,7 @@
-/* train.c: the training program. Reads the config and flags, builds the model on the chosen backend, and runs the
- * loop: gradient accumulation over micro-batches, clipped AdamW, a progress line and a JSONL record per step,
- * validation loss and a text sample every N steps. */
+/* train.c: the training program. Reads the config and flags, builds the model on the chosen backend (random init,
+ * Hugging Face weights with --init-from, or the newest checkpoint with --resume), and runs the loop: gradient
+ * accumulation over micro-batches, clipped AdamW, a progress line and a JSONL record per step, validation loss and a
+ * text sample every N steps, checkpoints every N steps, at the end and on SIGINT/SIGTERM. */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -11,14 +12,20 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "data/dataloader.h"
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
+#include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/fsutil.h"
+#include "model/hf_weights.h"
 #include "model/model.h"
 #include "model/optimizer.h"
+#include "model/run_dir.h"
 #include "model/sampler.h"
+#include "model/state_file.h"
 
 #define ERRLEN 1024
 
@@ -36,29 +43,27 @@ static volatile sig_atomic_t stop_requested = 0;
 static void on_signal(int sig) {
     (void)sig;
     stop_requested = 1;
+    static const char msg[] = "\nsignal received: finishing this step, then writing a checkpoint (send it again to "
+                              "stop at once)\n";
+    ssize_t ignored = write(2, msg, sizeof(msg) - 1);
+    (void)ignored;
+}
+
+/* SIGINT/SIGTERM: finish the step, checkpoint, exit 0. A second signal takes the default action (SA_RESETHAND). */
+static void install_signal_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
 }
 
 static double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* mkdir -p */
-static int make_dirs(const char *path) {
-    char buf[CONFIG_PATH_MAX];
-    snprintf(buf, sizeof(buf), "%s", path);
-    for (char *p = buf + 1;; p++) {
-        if (*p == '/' || *p == 0) {
-            char saved = *p;
-            *p = 0;
-            if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-            *p = saved;
-            if (!saved) break;
-        }
-    }
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) ? 0 : -1;
 }
 
 static const Kernels *pick_backend(const char *device) {
@@ -84,11 +89,6 @@ static void log_record(FILE *log, cJSON *obj) {
     cJSON_Delete(obj);
 }
 
-static void write_text_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0) die("cannot write %s: %s", path, strerror(errno));
-}
-
 /* Mean loss over up to max_batches validation batches, from the start of the validation data. */
 static double evaluate(Model *m, DataLoader *val, int max_batches, int32_t *inputs, int32_t *targets) {
     char err[ERRLEN];
@@ -104,6 +104,40 @@ static double evaluate(Model *m, DataLoader *val, int max_batches, int32_t *inpu
     return sum / n;
 }
 
+/* The length of the valid UTF-8 sequence at s (1 to 4), or 0 if the bytes there are not one. */
+static int utf8_sequence(const unsigned char *s) {
+    unsigned char c = s[0];
+    if (c < 0x80) return 1;
+    int n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    if (n && (s[1] < lo || s[1] > hi)) return 0;
+    for (int i = 2; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80) return 0;
+    return n;
+}
+
+/* A copy of text with every byte that is not part of valid UTF-8 replaced by U+FFFD (a byte-level sample can end in
+ * the middle of a character), so that the log stays valid JSON text. The caller frees it. */
+static char *valid_utf8(const char *text) {
+    size_t n = strlen(text), out = 0;
+    char *s = malloc(3 * n + 1);
+    if (!s) die("out of host memory");
+    for (const unsigned char *p = (const unsigned char *)text; *p;) {
+        int len = utf8_sequence(p);
+        if (len) {
+            memcpy(s + out, p, (size_t)len);
+            out += (size_t)len;
+            p += len;
+        } else {
+            memcpy(s + out, "\xEF\xBF\xBD", 3);
+            out += 3;
+            p++;
+        }
+    }
+    s[out] = 0;
+    return s;
+}
+
 static void print_sample(Model *m, const Tokenizer *tok, const TrainConfig *t, uint64_t *rng, int step, FILE *log) {
     size_t cap = (size_t)t->sample_tokens * 64 + sizeof(t->sample_prompt) + 64;
     char *text = malloc(cap);
@@ -113,9 +147,122 @@ static void print_sample(Model *m, const Tokenizer *tok, const TrainConfig *t, u
     printf("---- sample at step %d ----\n%s\n---------------------------\n", step, text);
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddNumberToObject(rec, "step", step);
-    cJSON_AddStringToObject(rec, "sample", text);
+    char *clean = valid_utf8(text);
+    cJSON_AddStringToObject(rec, "sample", clean);
     log_record(log, rec);
+    free(clean);
     free(text);
+}
+
+
+/* runs/<config name>, or runs/<directory name> when the config is --init-from's config.json. */
+static void default_out_dir(Config *cfg) {
+    char base[CONFIG_PATH_MAX - 8];
+    const char *name = strrchr(cfg->path, '/') ? strrchr(cfg->path, '/') + 1 : cfg->path;
+    snprintf(base, sizeof(base), "%.*s", (int)strcspn(name, "."), name);
+    char init_cfg[CONFIG_PATH_MAX + 16];
+    snprintf(init_cfg, sizeof(init_cfg), "%s/config.json", cfg->train.init_from);
+    if (cfg->train.init_from[0] && strcmp(init_cfg, cfg->path) == 0) {
+        size_t n = strlen(cfg->train.init_from);
+        while (n > 1 && cfg->train.init_from[n - 1] == '/') n--;
+        const char *start = cfg->train.init_from;
+        for (size_t i = 0; i < n; i++)
+            if (cfg->train.init_from[i] == '/') start = cfg->train.init_from + i + 1;
+        snprintf(base, sizeof(base), "%.*s", (int)(cfg->train.init_from + n - start), start);
+    }
+    snprintf(cfg->train.out_dir, sizeof(cfg->train.out_dir), "runs/%s", base);
+}
+
+/* One candidate of --resume: its config merged with the command line, a model of that config, the state loaded.
+ * Returns 0, or -1 with a message when the checkpoint is damaged (a conflict with the command line dies). */
+static int load_checkpoint(const char *dir, uint64_t step, int argc, char **argv, Config *cfg, Model *model,
+                           TrainState *state, char *err, size_t errlen) {
+    char run_dir[CONFIG_PATH_MAX];
+    snprintf(run_dir, sizeof(run_dir), "%s", cfg->train.out_dir);
+    Config ckpt;
+    if (checkpoint_check_files(dir, err, errlen) || checkpoint_read_config(dir, &ckpt, err, errlen)) return -1;
+    char merge_err[ERRLEN];
+    if (config_resume_merge(&ckpt, argc, argv, merge_err, sizeof(merge_err))) die("%s", merge_err);
+    snprintf(ckpt.train.out_dir, sizeof(ckpt.train.out_dir), "%s", run_dir);
+    const Kernels *k = pick_backend(ckpt.train.device);
+    if (model_create(model, &ckpt.model, k, ckpt.train.batch_size, ckpt.train.seq_len, merge_err, sizeof(merge_err)))
+        die("%s", merge_err);
+    if (checkpoint_load_state(dir, step, model, state, err, errlen)) {
+        model_destroy(model);
+        return -1;
+    }
+    *cfg = ckpt;
+    return 0;
+}
+
+/* --resume: the newest complete checkpoint of the run directory that loads; a damaged newest one is an error that
+ * names the previous one, unless --resume-fallback. Changes nothing on disk. */
+static uint64_t resume_run(Config *cfg, int argc, char **argv, Model *model, TrainState *state) {
+    char err[ERRLEN], run_dir[CONFIG_PATH_MAX];
+    snprintf(run_dir, sizeof(run_dir), "%s", cfg->train.out_dir);
+    int fallback = cfg->train.resume_fallback;
+    if (!fs_is_dir(run_dir)) die("--resume: the run directory %s does not exist", run_dir);
+    CheckpointList list;
+    if (checkpoint_list(run_dir, &list, err, sizeof(err))) die("%s", err);
+    if (list.n == 0)
+        die("--resume: %s holds no complete checkpoint (a step_NNNNNNNN directory); start the run without --resume",
+            run_dir);
+    int chosen = -1;
+    for (int i = list.n - 1; i >= 0 && chosen < 0; i--) {
+        char dir[CHECKPOINT_PATH_MAX], prev[CHECKPOINT_PATH_MAX] = "";
+        checkpoint_path(dir, sizeof(dir), run_dir, list.steps[i]);
+        if (load_checkpoint(dir, list.steps[i], argc, argv, cfg, model, state, err, sizeof(err)) == 0) {
+            chosen = i;
+            break;
+        }
+        if (i > 0) checkpoint_path(prev, sizeof(prev), run_dir, list.steps[i - 1]);
+        if (!fallback && prev[0])
+            die("--resume: the newest checkpoint %s is damaged: %s; the previous complete checkpoint is %s: pass "
+                "--resume-fallback to resume from it (the damaged one is then moved aside)", dir, err, prev);
+        if (!fallback) die("--resume: the only checkpoint %s is damaged: %s", dir, err);
+        fprintf(stderr, "warning: checkpoint %s is damaged: %s\n", dir, err);
+    }
+    if (chosen < 0) die("--resume-fallback: no checkpoint of %s loads (see the warnings above)", run_dir);
+    uint64_t step = list.steps[chosen];
+    checkpoint_list_free(&list);
+    return step;
+}
+
+/* After --resume-fallback: the damaged checkpoints newer than the one resumed must not be taken for the newest
+ * again, nor outlive good ones when old checkpoints are pruned. */
+static void set_aside_newer_checkpoints(const char *run_dir, uint64_t step) {
+    char err[ERRLEN];
+    CheckpointList list;
+    if (checkpoint_list(run_dir, &list, err, sizeof(err))) die("%s", err);
+    for (int i = 0; i < list.n; i++) {
+        if (list.steps[i] <= step) continue;
+        char moved[CHECKPOINT_PATH_MAX];
+        if (checkpoint_set_aside(run_dir, list.steps[i], moved, sizeof(moved), err, sizeof(err))) die("%s", err);
+        printf("moved the damaged checkpoint aside to %s\n", moved);
+    }
+    checkpoint_list_free(&list);
+}
+
+/* Writes the checkpoint of state->step, prints where, and deletes the ones beyond keep_last. */
+static void save_checkpoint(const Model *m, const Config *cfg, const TrainState *state) {
+    char err[ERRLEN];
+    CheckpointStats cs;
+    if (checkpoint_write(cfg->train.out_dir, m, cfg, state, &cs, err, sizeof(err)))
+        die("checkpoint of step %llu: %s", (unsigned long long)state->step, err);
+    printf("checkpoint %s (%.1f MiB, %.2f s)\n", cs.path, cs.bytes / 1048576.0, cs.seconds);
+    fflush(stdout);
+    if (checkpoint_prune(cfg->train.out_dir, cfg->train.keep_last, err, sizeof(err))) die("%s", err);
+}
+
+static void log_step(FILE *log, int step, double loss, double lr, double norm, double ms, double tok_s) {
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddNumberToObject(rec, "step", step);
+    cJSON_AddNumberToObject(rec, "loss", loss);
+    cJSON_AddNumberToObject(rec, "lr", lr);
+    cJSON_AddNumberToObject(rec, "grad_norm", norm);
+    cJSON_AddNumberToObject(rec, "ms", ms);
+    cJSON_AddNumberToObject(rec, "tokens_per_s", tok_s);
+    log_record(log, rec);
 }
 
 int main(int argc, char **argv) {
@@ -125,15 +272,20 @@ int main(int argc, char **argv) {
     if (rc == 1) return 0;
     if (rc) die("%s", err);
     TrainConfig *t = &cfg.train;
-    const ModelConfig *mc = &cfg.model;
+    if (!t->out_dir[0]) default_out_dir(&cfg);
 
-    if (!t->out_dir[0]) {
-        const char *base = strrchr(cfg.path, '/') ? strrchr(cfg.path, '/') + 1 : cfg.path;
-        snprintf(t->out_dir, sizeof(t->out_dir), "runs/%.*s", (int)strcspn(base, "."), base);
-    }
+    /* The model: from the newest checkpoint (--resume; the config comes from it), or built here below. */
+    Model model;
+    TrainState state;
+    memset(&state, 0, sizeof(state));
+    int resuming = t->resume;
+    uint64_t start_step = resuming ? resume_run(&cfg, argc, argv, &model, &state) : 0;
+    const ModelConfig *mc = &cfg.model;
+    const char *run_dir = t->out_dir;
     char log_path[CONFIG_PATH_MAX + 32], cfg_path[CONFIG_PATH_MAX + 32];
-    snprintf(log_path, sizeof(log_path), "%s/log.jsonl", t->out_dir);
-    snprintf(cfg_path, sizeof(cfg_path), "%s/train_config.json", t->out_dir);
+    snprintf(log_path, sizeof(log_path), "%s/log.jsonl", run_dir);
+    snprintf(cfg_path, sizeof(cfg_path), "%s/train_config.json", run_dir);
+
     /* The tokenizer only decodes samples; without one, sampling is off. */
     if (config_resolve_tokenizer(t, err, sizeof(err))) die("%s", err);
     Tokenizer *tok = NULL;
@@ -159,45 +311,80 @@ int main(int argc, char **argv) {
         val = dataloader_open(t->val_data, B, T, mc->vocab_size, 0, 0, err, sizeof(err));
         if (!val) die("%s", err);
     }
+    uint64_t n_shards = (uint64_t)dataloader_num_shards(train), n_tokens = dataloader_num_tokens(train);
 
-    /* Run directory: refuse to mix two runs' logs. */
-    struct stat st;
-    if (stat(log_path, &st) == 0 && !t->overwrite)
-        die("run directory %s already holds a run (%s); pass --overwrite to replace it or -o to choose another",
-            t->out_dir, log_path);
-    if (make_dirs(t->out_dir)) die("cannot create the run directory %s: %s", t->out_dir, strerror(errno));
+    if (resuming) {
+        if (state.data_shards != n_shards || state.data_tokens != n_tokens)
+            die("--resume: the training data %s is now %llu shards of %llu tokens, but the checkpoint was taken on "
+                "%llu shards of %llu tokens; a run resumes only on the same data", t->train_data,
+                (unsigned long long)n_shards, (unsigned long long)n_tokens, (unsigned long long)state.data_shards,
+                (unsigned long long)state.data_tokens);
+        if (dataloader_seek(train, state.data, err, sizeof(err))) die("--resume: %s", err);
+        if ((uint64_t)t->steps < start_step)
+            die("--resume: the checkpoint is at step %llu, beyond steps = %d; pass --steps N with N > %llu",
+                (unsigned long long)start_step, t->steps, (unsigned long long)start_step);
+        if ((uint64_t)t->steps == start_step) {
+            printf("the run in %s is complete at step %llu; pass --steps N (N > %llu) to train further\n", run_dir,
+                   (unsigned long long)start_step, (unsigned long long)start_step);
+            return 0;
+        }
+    } else {
+        /* Refuse to mix two runs before anything is built; the old run goes only once the new one is ready. */
+        if (run_dir_check_new(run_dir, t->overwrite, err, sizeof(err))) die("%s", err);
+        const Kernels *k = pick_backend(t->device);
+        if (model_create(&model, mc, k, B, T, err, sizeof(err))) die("%s", err);
+        if (t->init_from[0]) {
+            if (hf_import_weights(&model, t->init_from, err, sizeof(err))) die("%s", err);
+        } else {
+            model_init_weights(&model, (uint64_t)t->seed);
+        }
+        state.data = dataloader_tell(train);
+        state.data_shards = n_shards;
+        state.data_tokens = n_tokens;
+        state.sample_rng = (uint64_t)t->seed ^ 0x5A3B1E5ull;
+    }
+    const Kernels *k = model.k;
 
-    const Kernels *k = pick_backend(t->device);
-    Model model;
-    if (model_create(&model, mc, k, B, T, err, sizeof(err))) die("%s", err);
-    model_init_weights(&model, (uint64_t)t->seed);
-
+    /* From here on the run directory is written. */
+    if (resuming) {
+        set_aside_newer_checkpoints(run_dir, start_step);
+        int dropped;
+        if (run_log_truncate(log_path, start_step, &dropped, err, sizeof(err))) die("%s", err);
+        if (dropped) printf("dropped %d log records after step %llu from %s\n", dropped,
+                            (unsigned long long)start_step, log_path);
+    } else {
+        if (run_dir_clear(run_dir, err, sizeof(err))) die("%s", err);
+    }
+    if (checkpoint_clean_leftovers(run_dir, err, sizeof(err))) die("%s", err);
     char *cfg_json = config_to_json(&cfg);
-    write_text_file(cfg_path, cfg_json);
+    if (!cfg_json || fs_replace_atomic(cfg_path, cfg_json, strlen(cfg_json), err, sizeof(err)))
+        die("%s", cfg_json ? err : "out of memory");
     free(cfg_json);
-    FILE *log = fopen(log_path, "w");
+    FILE *log = fopen(log_path, resuming ? "a" : "w");
     if (!log) die("cannot open %s: %s", log_path, strerror(errno));
 
     printf("model: %s, %lld parameters (D=%d L=%d Hq=%d Hkv=%d hd=%d F=%d V=%d, %s embeddings)\n", cfg.path,
            (long long)model.table.n_params, mc->hidden_size, mc->num_hidden_layers, mc->num_attention_heads,
            mc->num_key_value_heads, mc->head_dim, mc->intermediate_size, mc->vocab_size,
            mc->tie_word_embeddings ? "tied" : "untied");
+    if (resuming) printf("resumed from %s/step_%08llu\n", run_dir, (unsigned long long)start_step);
+    else if (t->init_from[0]) printf("initial weights: %s\n", t->init_from);
     printf("backend: %s; activation arena %.1f MiB; parameter buffers %.1f MiB\n", k->name,
            model.arena_bytes / 1048576.0,
            model.table.n_params * (16.0 + k->act_bytes) / 1048576.0);
     printf("data: %s (%d shards, %llu tokens); batch %d x %d, %d micro-steps = %lld tokens per step\n",
            t->train_data, dataloader_num_shards(train), (unsigned long long)dataloader_num_tokens(train), B, T,
            accum, (long long)step_tokens);
-    printf("run directory: %s\n", t->out_dir);
+    printf("run directory: %s\n", run_dir);
+    fflush(stdout);
 
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
+    if (t->steps == 0) save_checkpoint(&model, &cfg, &state); /* the initial weights, for a reference run */
+
+    install_signal_handlers();
     int32_t *inputs = malloc(micro_tokens * sizeof(int32_t)), *targets = malloc(micro_tokens * sizeof(int32_t));
     if (!inputs || !targets) die("out of host memory");
-    uint64_t sample_rng = (uint64_t)t->seed ^ 0x5A3B1E5ull;
     float grad_scale = (float)(1.0 / (double)step_tokens);
-    int last_step = 0;
-    for (int step = 1; step <= t->steps && !stop_requested; step++) {
+    for (int step = (int)start_step + 1; step <= t->steps; step++) {
         double t0 = now_seconds();
         double lr = lr_at_step(t, step);
         model_zero_grads(&model);
@@ -217,28 +404,29 @@ int main(int argc, char **argv) {
                norm, ms, tok_s);
         fflush(stdout);
         if (!isfinite(loss)) die("the loss is not finite at step %d (lower the learning rate?)", step);
-        cJSON *rec = cJSON_CreateObject();
-        cJSON_AddNumberToObject(rec, "step", step);
-        cJSON_AddNumberToObject(rec, "loss", loss);
-        cJSON_AddNumberToObject(rec, "lr", lr);
-        cJSON_AddNumberToObject(rec, "grad_norm", norm);
-        cJSON_AddNumberToObject(rec, "ms", ms);
-        cJSON_AddNumberToObject(rec, "tokens_per_s", tok_s);
-        log_record(log, rec);
+        log_step(log, step, loss, lr, norm, ms, tok_s);
         int last = step == t->steps;
         if (val && (step % t->eval_every == 0 || last)) {
             double vl = evaluate(&model, val, t->eval_batches, inputs, targets);
             printf("step %5d | val loss %.4f\n", step, vl);
-            rec = cJSON_CreateObject();
+            cJSON *rec = cJSON_CreateObject();
             cJSON_AddNumberToObject(rec, "step", step);
             cJSON_AddNumberToObject(rec, "val_loss", vl);
             log_record(log, rec);
         }
         if (t->sample_every > 0 && (step % t->sample_every == 0 || last))
-            print_sample(&model, tok, t, &sample_rng, step, log);
-        last_step = step;
+            print_sample(&model, tok, t, &state.sample_rng, step, log);
+        int stop = stop_requested != 0;
+        if (last || stop || (t->checkpoint_every > 0 && step % t->checkpoint_every == 0)) {
+            state.step = (uint64_t)step;
+            state.data = dataloader_tell(train);
+            save_checkpoint(&model, &cfg, &state);
+        }
+        if (stop) {
+            printf("stopped by a signal after step %d; continue with: ./train -o %s --resume\n", step, run_dir);
+            break;
+        }
     }
-    if (stop_requested) printf("stopped by a signal after step %d\n", last_step);
     size_t peak = k->peak_bytes ? k->peak_bytes() : 0;
     if (peak) printf("peak %s memory: %.2f GiB\n", k->name, peak / 1073741824.0);
     if (fclose(log) != 0) die("cannot close %s: %s", log_path, strerror(errno));

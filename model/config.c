@@ -12,6 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/fsutil.h"
+
 typedef enum { OPT_INT, OPT_INT64, OPT_DOUBLE, OPT_BOOL, OPT_STRING } OptType;
 
 typedef struct Option {
@@ -58,7 +60,8 @@ static const Option OPTIONS[] = {
     {"seq_len", 't', OPT_INT, T_(seq_len), 1, 1 << 24, NULL, "256", "sequence length T"},
     {"total_batch_tokens", 0, OPT_INT64, T_(total_batch_tokens), 0, BIG, NULL, "0",
      "tokens per optimizer step, a multiple of B*T (0: B*T); the rest is gradient accumulation"},
-    {"steps", 'n', OPT_INT, T_(steps), 1, 1e9, NULL, "100", "optimizer steps"},
+    {"steps", 'n', OPT_INT, T_(steps), 0, 99999999, NULL, "100",
+     "optimizer steps (0: write the initial weights as checkpoint step_00000000 and exit)"},
     {"learning_rate", 'l', OPT_DOUBLE, T_(learning_rate), 0, 10, NULL, "3e-4", "peak learning rate"},
     {"warmup_steps", 0, OPT_INT, T_(warmup_steps), 0, 1e9, NULL, "0", "linear warmup steps"},
     {"lr_schedule", 0, OPT_STRING, TS_(lr_schedule), 0, 0, "cosine|linear|constant|wsd", "cosine", "decay after warmup"},
@@ -76,6 +79,12 @@ static const Option OPTIONS[] = {
     {"sample_tokens", 0, OPT_INT, T_(sample_tokens), 1, 1e6, NULL, "128", "tokens per sample"},
     {"sample_prompt", 0, OPT_STRING, TS_(sample_prompt), 0, 0, NULL, "", "prompt of the samples (empty: BOS or newline)"},
     {"temperature", 0, OPT_DOUBLE, T_(temperature), 0, 100, NULL, "1", "sampling temperature (0: greedy)"},
+    {"checkpoint_every", 0, OPT_INT, T_(checkpoint_every), 0, 1e9, NULL, "0",
+     "write a checkpoint every N steps (0: only at the end; also on SIGINT/SIGTERM)"},
+    {"keep_last", 0, OPT_INT, T_(keep_last), 0, 1e9, NULL, "3", "keep the newest K checkpoints (0: keep all)"},
+    {"export_dtype", 0, OPT_STRING, TS_(export_dtype), 0, 0, "f32|bf16", "f32", "dtype of model.safetensors in checkpoints"},
+    {"init_from", 0, OPT_STRING, TS_(init_from), 0, 0, NULL, "",
+     "start from Hugging Face weights: DIR with config.json and model.safetensors (or a sharded index)"},
 };
 #define N_OPTIONS ((int)(sizeof(OPTIONS) / sizeof(OPTIONS[0])))
 
@@ -230,55 +239,10 @@ static int parse_rope_scaling(Config *cfg, const cJSON *rs, const char *where, c
     return 0;
 }
 
-/* Reads and parses a JSON file; NULL with a message (prefixed by `where`) on failure. */
-static cJSON *read_json_file(const char *path, const char *where, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open: %s", where, strerror(errno));
-        return NULL;
-    }
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (len + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 65536;
-            char *t = realloc(text, cap);
-            if (!t) {
-                free(text);
-                fclose(f);
-                snprintf(err, errlen, "%s: out of memory", where);
-                return NULL;
-            }
-            text = t;
-        }
-        size_t n = fread(text + len, 1, 4096, f);
-        len += n;
-        if (n < 4096) break;
-    }
-    int read_error = ferror(f);
-    fclose(f);
-    if (read_error) {
-        free(text);
-        snprintf(err, errlen, "%s: read error", where);
-        return NULL;
-    }
-    text[len] = 0;
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at ? (long)(at - text) : -1;
-        int line = 1;
-        for (long i = 0; i < off && i < (long)len; i++) line += text[i] == '\n';
-        snprintf(err, errlen, "%s: not valid JSON (near line %d)", where, line);
-    }
-    free(text);
-    return root;
-}
-
 int config_load_file(Config *cfg, const char *path, char *err, size_t errlen) {
     char where[CONFIG_PATH_MAX + 16];
     snprintf(where, sizeof(where), "config %s", path);
-    cJSON *root = read_json_file(path, where, err, errlen);
+    cJSON *root = fs_read_json(path, where, err, errlen);
     if (!root) return -1;
     int rc = 0;
     if (!cJSON_IsObject(root)) {
@@ -378,34 +342,30 @@ static const Option *option_for_flag(const char *arg) {
     return find_option(key);
 }
 
-int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errlen) {
-    config_defaults(cfg);
-    /* First pass: --help and the config file, so flags apply on top of the file whatever their order. */
-    const char *path = cfg->path;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            config_print_help(argv[0]);
-            return 1;
-        }
-        if (strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) {
-            if (i + 1 >= argc) {
-                snprintf(err, errlen, "flag %s needs a value (a JSON config file)", argv[i]);
-                return -1;
-            }
-            path = argv[++i];
-        }
-    }
-    char file[CONFIG_PATH_MAX];
-    snprintf(file, sizeof(file), "%s", path);
-    if (config_load_file(cfg, file, err, errlen)) return -1;
+/* The command-line switches: flags without a value that are not config keys. */
+static int *switch_field(Config *cfg, const char *arg) {
+    if (strcmp(arg, "--overwrite") == 0) return &cfg->train.overwrite;
+    if (strcmp(arg, "--resume") == 0) return &cfg->train.resume;
+    if (strcmp(arg, "--resume-fallback") == 0) return &cfg->train.resume_fallback;
+    return NULL;
+}
+
+/* Applies the switches and flags of the command line onto cfg; -c's value goes to *config_path (NULL if absent). */
+static int apply_args(Config *cfg, int argc, char **argv, const char **config_path, char *err, size_t errlen) {
+    *config_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
-            i++;
+            if (i + 1 >= argc) {
+                snprintf(err, errlen, "flag %s needs a value (a JSON config file)", a);
+                return -1;
+            }
+            *config_path = argv[++i];
             continue;
         }
-        if (strcmp(a, "--overwrite") == 0) {
-            cfg->train.overwrite = 1;
+        int *sw = switch_field(cfg, a);
+        if (sw) {
+            *sw = 1;
             continue;
         }
         const Option *o = option_for_flag(a);
@@ -419,7 +379,157 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
         }
         if (parse_flag_value(o, cfg, a, argv[++i], err, errlen)) return -1;
     }
+    return 0;
+}
+
+static int option_equal(const Option *o, const Config *a, const Config *b) {
+    const void *x = option_field_c(o, a), *y = option_field_c(o, b);
+    switch (o->type) {
+    case OPT_INT:
+    case OPT_BOOL: return *(const int *)x == *(const int *)y;
+    case OPT_INT64: return *(const int64_t *)x == *(const int64_t *)y;
+    case OPT_DOUBLE: return *(const double *)x == *(const double *)y;
+    case OPT_STRING: return strcmp((const char *)x, (const char *)y) == 0;
+    }
+    return 0;
+}
+
+static void option_format(const Option *o, const Config *c, char *out, size_t cap) {
+    const void *f = option_field_c(o, c);
+    switch (o->type) {
+    case OPT_INT: snprintf(out, cap, "%d", *(const int *)f); break;
+    case OPT_BOOL: snprintf(out, cap, "%s", *(const int *)f ? "true" : "false"); break;
+    case OPT_INT64: snprintf(out, cap, "%lld", (long long)*(const int64_t *)f); break;
+    case OPT_DOUBLE: { /* the shortest of 15 or 17 digits that reads back exactly */
+        double v = *(const double *)f;
+        snprintf(out, cap, "%.15g", v);
+        if (strtod(out, NULL) != v) snprintf(out, cap, "%.17g", v);
+        break;
+    }
+    case OPT_STRING: snprintf(out, cap, "\"%s\"", (const char *)f); break;
+    }
+}
+
+const char *config_model_difference(const ModelConfig *a, const ModelConfig *b) {
+    Config ca, cb;
+    memset(&ca, 0, sizeof(ca));
+    memset(&cb, 0, sizeof(cb));
+    ca.model = *a;
+    cb.model = *b;
+    for (int i = 0; i < N_OPTIONS; i++)
+        if (OPTIONS[i].is_model && !option_equal(&OPTIONS[i], &ca, &cb)) return OPTIONS[i].key;
+    if (a->rope_llama3 != b->rope_llama3 || a->rope_factor != b->rope_factor ||
+        a->rope_low_freq_factor != b->rope_low_freq_factor || a->rope_high_freq_factor != b->rope_high_freq_factor ||
+        a->rope_original_max_position_embeddings != b->rope_original_max_position_embeddings)
+        return "rope_scaling";
+    return NULL;
+}
+
+/* "KEY (A vs B)" for a model key on which a and b differ. */
+static void describe_model_difference(const char *key, const Config *a, const Config *b, char *out, size_t cap) {
+    const Option *o = find_option(key);
+    if (!o) {
+        snprintf(out, cap, "%s", key);
+        return;
+    }
+    char va[64], vb[64];
+    option_format(o, a, va, sizeof(va));
+    option_format(o, b, vb, sizeof(vb));
+    snprintf(out, cap, "%s (%s vs %s)", key, va, vb);
+}
+
+/* With -c and --init-from both, the model of the file must be the model of INIT/config.json. */
+static int check_init_from_config(const Config *cfg, char *err, size_t errlen) {
+    const char *dir = cfg->train.init_from;
+    char hf_path[CONFIG_PATH_MAX + 16];
+    snprintf(hf_path, sizeof(hf_path), "%s/config.json", dir);
+    if (!dir[0] || strcmp(hf_path, cfg->path) == 0) return 0;
+    Config hf;
+    config_defaults(&hf);
+    if (config_load_file(&hf, hf_path, err, errlen)) return -1;
+    const char *key = config_model_difference(&cfg->model, &hf.model);
+    if (key) {
+        char what[256];
+        describe_model_difference(key, cfg, &hf, what, sizeof(what));
+        snprintf(err, errlen, "config %s and --init-from %s disagree on the model: %s; give -c a config with the same "
+                 "model keys, or leave -c out to take the model from %s", cfg->path, hf_path, what, hf_path);
+        return -1;
+    }
+    return 0;
+}
+
+int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errlen) {
+    config_defaults(cfg);
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            config_print_help(argv[0]);
+            return 1;
+        }
+    /* A first pass over the flags finds -c, --init-from and --resume, which decide the config file; the flags then
+     * apply on top of the file whatever their order. */
+    Config scout;
+    config_defaults(&scout);
+    const char *config_path;
+    if (apply_args(&scout, argc, argv, &config_path, err, errlen)) return -1;
+    char file[CONFIG_PATH_MAX + 16];
+    if (config_path) snprintf(file, sizeof(file), "%s", config_path);
+    else if (scout.train.resume) file[0] = 0;
+    else if (scout.train.init_from[0]) snprintf(file, sizeof(file), "%s/config.json", scout.train.init_from);
+    else snprintf(file, sizeof(file), "%s", cfg->path);
+    if (file[0] && config_load_file(cfg, file, err, errlen)) return -1;
+    if (apply_args(cfg, argc, argv, &config_path, err, errlen)) return -1;
+    if (cfg->train.resume) return 0;
+    if (cfg->train.resume_fallback) {
+        snprintf(err, errlen, "flag --resume-fallback only goes with --resume");
+        return -1;
+    }
+    if (check_init_from_config(cfg, err, errlen)) return -1;
     return config_validate(cfg, err, errlen);
+}
+
+/* Training keys that may change when a run is resumed: they do not change what the next step computes. */
+static const char *RESUME_SAFE_KEYS[] = {"steps", "eval_every", "eval_batches", "sample_every", "sample_tokens",
+                                         "sample_prompt", "temperature", "checkpoint_every", "keep_last",
+                                         "export_dtype", "device", "tokenizer", "out_dir", "init_from"};
+
+static int resume_safe(const char *key) {
+    for (size_t i = 0; i < sizeof(RESUME_SAFE_KEYS) / sizeof(RESUME_SAFE_KEYS[0]); i++)
+        if (strcmp(key, RESUME_SAFE_KEYS[i]) == 0) return 1;
+    return 0;
+}
+
+int config_resume_merge(Config *ckpt, int argc, char **argv, char *err, size_t errlen) {
+    Config merged = *ckpt;
+    const char *config_path;
+    Config scout;
+    config_defaults(&scout);
+    if (apply_args(&scout, argc, argv, &config_path, err, errlen)) return -1;
+    if (config_path && config_load_file(&merged, config_path, err, errlen)) return -1;
+    if (apply_args(&merged, argc, argv, &config_path, err, errlen)) return -1;
+    snprintf(merged.path, sizeof(merged.path), "%s", ckpt->path);
+    const char *key = config_model_difference(&ckpt->model, &merged.model);
+    if (key) {
+        char what[256];
+        describe_model_difference(key, ckpt, &merged, what, sizeof(what));
+        snprintf(err, errlen, "--resume: the checkpoint's model (%s) and the command line's differ on %s; a run's "
+                 "model cannot change when it resumes (leave -c out: the config comes from the checkpoint)",
+                 ckpt->path, what);
+        return -1;
+    }
+    for (int i = 0; i < N_OPTIONS; i++) {
+        const Option *o = &OPTIONS[i];
+        if (o->is_model || resume_safe(o->key) || option_equal(o, ckpt, &merged)) continue;
+        char was[CONFIG_PATH_MAX + 4], now[CONFIG_PATH_MAX + 4];
+        option_format(o, ckpt, was, sizeof(was));
+        option_format(o, &merged, now, sizeof(now));
+        snprintf(err, errlen, "--resume: %s would change from %s (checkpoint %s) to %s; the data, batch, optimizer, "
+                 "schedule and seed of a run cannot change when it resumes (only steps, the eval/sample/checkpoint "
+                 "settings, keep_last, export_dtype, device, tokenizer and out_dir can)", o->key, was, ckpt->path,
+                 now);
+        return -1;
+    }
+    *ckpt = merged;
+    return config_validate(ckpt, err, errlen);
 }
 
 int config_resolve_tokenizer(TrainConfig *t, char *err, size_t errlen) {
@@ -435,7 +545,7 @@ int config_resolve_tokenizer(TrainConfig *t, char *err, size_t errlen) {
         return 0;
     }
     fclose(probe);
-    cJSON *root = read_json_file(meta, where, err, errlen);
+    cJSON *root = fs_read_json(meta, where, err, errlen);
     if (!root) return -1;
     const cJSON *spec = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
     int rc = 0;
@@ -497,7 +607,7 @@ int config_validate(const Config *cfg, char *err, size_t errlen) {
                  p, (long long)t->total_batch_tokens, (long long)bt);
         return -1;
     }
-    if (t->warmup_steps > t->steps) {
+    if (t->steps > 0 && t->warmup_steps > t->steps) {
         snprintf(err, errlen, "config %s: warmup_steps (%d) exceeds steps (%d)", p, t->warmup_steps, t->steps);
         return -1;
     }
@@ -518,7 +628,11 @@ void config_print_help(const char *prog) {
            "training keys; every training key is also a flag (--key-name value), and flags override the file.\n"
            "Defaults in [brackets].\n\n"
            "  -c, --config FILE              JSON config (default configs/llama3_tiny.json)\n"
-           "      --overwrite                allow a run directory that already holds a run\n"
+           "      --overwrite                replace a run directory that already holds a run (its log and\n"
+           "                                 checkpoints)\n"
+           "      --resume                   continue the run of -o DIR from its newest complete checkpoint\n"
+           "      --resume-fallback          with --resume: if the newest checkpoint is damaged, take the newest\n"
+           "                                 one that is not (the damaged ones are moved aside)\n"
            "  -h, --help                     this text\n", prog);
     for (int i = 0; i < N_OPTIONS; i++) {
         const Option *o = &OPTIONS[i];
@@ -544,28 +658,64 @@ void config_print_help(const char *prog) {
            "original_max_position_embeddings} or null");
 }
 
+static void add_option_json(cJSON *root, const Option *o, const Config *cfg) {
+    const void *f = option_field_c(o, cfg);
+    switch (o->type) {
+    case OPT_INT: cJSON_AddNumberToObject(root, o->key, *(const int *)f); break;
+    case OPT_INT64: cJSON_AddNumberToObject(root, o->key, (double)*(const int64_t *)f); break;
+    case OPT_DOUBLE: cJSON_AddNumberToObject(root, o->key, *(const double *)f); break;
+    case OPT_BOOL: cJSON_AddBoolToObject(root, o->key, *(const int *)f); break;
+    case OPT_STRING: cJSON_AddStringToObject(root, o->key, (const char *)f); break;
+    }
+}
+
+/* rope_scaling as HF writes it; null (when null_if_none) or nothing for plain RoPE. */
+static void add_rope_scaling(cJSON *root, const ModelConfig *m, int null_if_none) {
+    if (!m->rope_llama3) {
+        if (null_if_none) cJSON_AddNullToObject(root, "rope_scaling");
+        return;
+    }
+    cJSON *rs = cJSON_AddObjectToObject(root, "rope_scaling");
+    cJSON_AddStringToObject(rs, "rope_type", "llama3");
+    cJSON_AddNumberToObject(rs, "factor", m->rope_factor);
+    cJSON_AddNumberToObject(rs, "low_freq_factor", m->rope_low_freq_factor);
+    cJSON_AddNumberToObject(rs, "high_freq_factor", m->rope_high_freq_factor);
+    cJSON_AddNumberToObject(rs, "original_max_position_embeddings", m->rope_original_max_position_embeddings);
+}
+
 char *config_to_json(const Config *cfg) {
     cJSON *root = cJSON_CreateObject();
+    for (int i = 0; i < N_OPTIONS; i++) add_option_json(root, &OPTIONS[i], cfg);
+    add_rope_scaling(root, &cfg->model, 0);
+    char *s = cJSON_Print(root);
+    cJSON_Delete(root);
+    return s;
+}
+
+char *config_to_hf_json(const ModelConfig *m, const char *torch_dtype) {
+    Config c;
+    config_defaults(&c);
+    c.model = *m;
+    cJSON *root = cJSON_CreateObject();
+    const char *arch[] = {"LlamaForCausalLM"};
+    cJSON_AddItemToObject(root, "architectures", cJSON_CreateStringArray(arch, 1));
+    cJSON_AddStringToObject(root, "model_type", "llama");
+    cJSON_AddStringToObject(root, "hidden_act", "silu");
+    cJSON_AddFalseToObject(root, "attention_bias");
+    cJSON_AddFalseToObject(root, "mlp_bias");
+    cJSON_AddNumberToObject(root, "attention_dropout", 0.0);
+    cJSON_AddNumberToObject(root, "pretraining_tp", 1);
     for (int i = 0; i < N_OPTIONS; i++) {
         const Option *o = &OPTIONS[i];
-        const void *f = option_field_c(o, cfg);
-        switch (o->type) {
-        case OPT_INT: cJSON_AddNumberToObject(root, o->key, *(const int *)f); break;
-        case OPT_INT64: cJSON_AddNumberToObject(root, o->key, (double)*(const int64_t *)f); break;
-        case OPT_DOUBLE: cJSON_AddNumberToObject(root, o->key, *(const double *)f); break;
-        case OPT_BOOL: cJSON_AddBoolToObject(root, o->key, *(const int *)f); break;
-        case OPT_STRING: cJSON_AddStringToObject(root, o->key, (const char *)f); break;
-        }
+        if (!o->is_model) continue;
+        int unset_id = (strcmp(o->key, "bos_token_id") == 0 || strcmp(o->key, "eos_token_id") == 0) &&
+                       *(const int *)option_field_c(o, &c) < 0;
+        if (unset_id) cJSON_AddNullToObject(root, o->key);
+        else add_option_json(root, o, &c);
     }
-    const ModelConfig *m = &cfg->model;
-    if (m->rope_llama3) {
-        cJSON *rs = cJSON_AddObjectToObject(root, "rope_scaling");
-        cJSON_AddStringToObject(rs, "rope_type", "llama3");
-        cJSON_AddNumberToObject(rs, "factor", m->rope_factor);
-        cJSON_AddNumberToObject(rs, "low_freq_factor", m->rope_low_freq_factor);
-        cJSON_AddNumberToObject(rs, "high_freq_factor", m->rope_high_freq_factor);
-        cJSON_AddNumberToObject(rs, "original_max_position_embeddings", m->rope_original_max_position_embeddings);
-    }
+    add_rope_scaling(root, m, 1);
+    cJSON_AddStringToObject(root, "torch_dtype", torch_dtype);
+    cJSON_AddTrueToObject(root, "use_cache");
     char *s = cJSON_Print(root);
     cJSON_Delete(root);
     return s;

@@ -50,7 +50,14 @@ typedef struct TrainConfig {
     int sample_every, sample_tokens;  /* 0 = never */
     char sample_prompt[256];
     double temperature;               /* 0 = greedy */
+    int checkpoint_every;             /* 0 = only at the end (and on SIGINT/SIGTERM) */
+    int keep_last;                    /* checkpoints kept (0 = all) */
+    char export_dtype[8];             /* f32 | bf16: the dtype of model.safetensors in checkpoints */
+    char init_from[CONFIG_PATH_MAX];  /* Hugging Face weights to start from ("" = the random init) */
+    /* command-line only (never in a config file or train_config.json) */
     int overwrite;                    /* allow a run directory that already holds a run */
+    int resume;                       /* continue from the newest complete checkpoint of out_dir */
+    int resume_fallback;              /* ... or from an older one when the newest is damaged */
 } TrainConfig;
 
 typedef struct Config {
@@ -59,9 +66,21 @@ typedef struct Config {
     char path[CONFIG_PATH_MAX]; /* the config file it came from */
 } Config;
 
-/* Fills cfg from the command line: defaults, then the JSON file (-c, default configs/llama3_tiny.json), then the flags.
- * Returns 0 on success, 1 if --help was printed, -1 on an error (message in err). */
+/* Fills cfg from the command line: defaults, then the JSON file (-c; without -c: INIT/config.json with --init-from
+ * INIT, else configs/llama3_tiny.json), then the flags. With -c and --init-from both, the model keys of the two
+ * files must agree. With --resume nothing is loaded without -c and nothing is validated: the run's config comes from
+ * its checkpoint (config_resume_merge). Returns 0 on success, 1 if --help was printed, -1 on an error (message in
+ * err). */
 int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errlen);
+
+/* --resume: ckpt holds the checkpoint's train_config.json; applies the command line (-c and flags) on top of it.
+ * Only keys that can change safely may differ (steps, eval/sample/checkpoint intervals and settings, keep_last,
+ * export_dtype, device, tokenizer, out_dir, init_from); any other difference (model shape, data, batch,
+ * optimizer, seed, schedule) is an error naming the key. Validates the result. 0 or -1 with a message. */
+int config_resume_merge(Config *ckpt, int argc, char **argv, char *err, size_t errlen);
+
+/* The first model key on which a and b differ (HF name, "rope_scaling" for the scaling fields), or NULL. */
+const char *config_model_difference(const ModelConfig *a, const ModelConfig *b);
 
 /* Reads and validates one JSON config file into cfg (on top of what cfg holds). 0 or -1 with a message. */
 int config_load_file(Config *cfg, const char *path, char *err, size_t errlen);
@@ -78,6 +97,9 @@ void config_print_help(const char *prog);
 
 /* The whole configuration as one JSON object (HF keys and training keys); the caller frees the string. */
 char *config_to_json(const Config *cfg);
+/* A Hugging Face config.json for LlamaForCausalLM (architectures, model_type, the model keys, rope_scaling,
+ * torch_dtype); unset bos/eos ids are null. The caller frees the string. */
+char *config_to_hf_json(const ModelConfig *m, const char *torch_dtype);
 
 /* Derived sizes. */
 static inline int config_qkv_dim(const ModelConfig *m) {

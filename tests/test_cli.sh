@@ -37,7 +37,7 @@ open(path, "wb").write(body[: len(body) - cut])
 EOF
 }
 
-mkdir -p "$TMP/good"
+mkdir -p "$TMP/good" "$TMP/weightless"
 make_shard "$TMP/good/train_000.bin" 20240520 1 H 5000 5000
 make_shard "$TMP/good/val_000.bin" 20240520 1 H 2000 2000
 
@@ -61,7 +61,8 @@ EOF
 
 # --help documents every training flag.
 if $TRAIN --help >"$TMP/help" 2>&1 && grep -q -- "--learning-rate" "$TMP/help" && grep -q -- "--total-batch-tokens" "$TMP/help" \
-    && grep -q -- "--lr-schedule" "$TMP/help" && grep -q -- "--eval-every" "$TMP/help"; then
+    && grep -q -- "--lr-schedule" "$TMP/help" && grep -q -- "--eval-every" "$TMP/help" && grep -q -- "--resume" "$TMP/help" \
+    && grep -q -- "--init-from" "$TMP/help" && grep -q -- "--checkpoint-every" "$TMP/help" && grep -q -- "--keep-last" "$TMP/help"; then
     pass "--help exits 0 and lists the flags"
 else
     fail "--help"
@@ -101,6 +102,13 @@ expect_fail "unknown flag" "unknown flag \"--lernrate\"" $TRAIN -c "$TMP/small.j
 expect_fail "flag without a value" "--steps needs a value" $TRAIN -c "$TMP/small.json" --steps
 expect_fail "bad choice" "lr_schedule must be one of" $TRAIN -c "$TMP/small.json" --lr-schedule cosinus
 expect_fail "cuda on a CPU-only build or bad device" "device|CUDA" $TRAIN -c "$TMP/small.json" --device tpu
+expect_fail "--resume-fallback without --resume" "--resume-fallback only goes with --resume" $TRAIN -c "$TMP/small.json" --resume-fallback
+expect_fail "bad export dtype" "export_dtype must be one of f32\|bf16" $TRAIN -c "$TMP/small.json" --export-dtype f64
+expect_fail "--init-from a directory without config.json" "nowhere/config\.json.*cannot open" $TRAIN --init-from "$TMP/nowhere"
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); json.dump({k: c[k] for k in c if k in ('hidden_size', 'intermediate_size', 'num_hidden_layers', 'num_attention_heads', 'num_key_value_heads', 'vocab_size', 'max_position_embeddings', 'rms_norm_eps', 'tie_word_embeddings')}, open(sys.argv[2], 'w'))" "$TMP/small.json" "$TMP/weightless/config.json"
+expect_fail "--init-from a directory without weights" "weightless.*neither model\.safetensors nor model\.safetensors\.index\.json" \
+    $TRAIN -c "$TMP/small.json" --init-from "$TMP/weightless" -o "$TMP/r6"
+expect_fail "steps beyond the 8-digit checkpoint names" "steps = 1e\+08 is out of range" $TRAIN -c "$TMP/small.json" -n 100000000
 
 # Shards.
 expect_fail "no shard matches" "nothing_here_\*\.bin" $TRAIN -c "$TMP/small.json" -i "$TMP/nothing_here_*.bin" -o "$TMP/r1"

@@ -1,6 +1,7 @@
 /* test_config.c: the shipped configs load and describe the intended models (Llama 3.2 1B: 1,235,814,400 parameters),
  * flags override the file whatever their position, and the effective config written to a run directory loads back
- * to the same configuration. */
+ * to the same configuration. The Hugging Face config.json of an export loads back to the same model; on --resume only
+ * the safe keys may change; -c and --init-from must describe the same model. */
 #include <string.h>
 #include <unistd.h>
 
@@ -61,9 +62,105 @@ static void test_round_trip(void) {
           "the effective config written as JSON loads back identically%s%s", ok ? "" : ": ", ok ? "" : err);
 }
 
+/* Writes text to a new temporary file; its path into path (a "/tmp/test_config_XXXXXX" buffer). */
+static int write_temp(char *path, const char *text) {
+    int fd = mkstemp(path);
+    int ok = fd >= 0 && write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+    if (fd >= 0) close(fd);
+    return ok ? 0 : -1;
+}
+
+static void test_hf_config(void) {
+    const char *configs[] = {"configs/llama3_1b.json", "configs/llama3_tiny.json"};
+    for (int i = 0; i < 2; i++) {
+        Config a, b;
+        char err[512];
+        char *argv[] = {"train", "-c", (char *)configs[i]};
+        if (config_from_args(&a, 3, argv, err, sizeof(err))) {
+            CHECK(0, "load %s: %s", configs[i], err);
+            continue;
+        }
+        char path[] = "/tmp/test_config_XXXXXX";
+        char *json = config_to_hf_json(&a.model, "bfloat16");
+        int ok = json && strstr(json, "\"LlamaForCausalLM\"") && strstr(json, "\"torch_dtype\":\t\"bfloat16\"") &&
+                 write_temp(path, json) == 0;
+        free(json);
+        config_defaults(&b);
+        ok = ok && config_load_file(&b, path, err, sizeof(err)) == 0;
+        unlink(path);
+        CHECK(ok && config_model_difference(&a.model, &b.model) == NULL,
+              "%s: the Hugging Face config.json of an export loads back to the same model%s%s", configs[i],
+              ok ? "" : ": ", ok ? "" : err);
+    }
+}
+
+static void test_resume_merge(void) {
+    Config ckpt, c;
+    char err[1024];
+    char *load[] = {"train", "-c", "configs/llama3_tiny.json"};
+    if (config_from_args(&ckpt, 3, load, err, sizeof(err))) {
+        CHECK(0, "load: %s", err);
+        return;
+    }
+    char *safe[] = {"train", "-o", "runs/x", "--resume", "--steps", "5000", "--eval-every", "7", "--keep-last", "1",
+                    "--learning-rate", "3e-3"};
+    c = ckpt;
+    int rc = config_resume_merge(&c, 12, safe, err, sizeof(err));
+    CHECK(rc == 0 && c.train.steps == 5000 && c.train.eval_every == 7 && c.train.keep_last == 1 && c.train.resume &&
+              strcmp(c.train.out_dir, "runs/x") == 0,
+          "--resume takes steps, eval_every, keep_last, out_dir and an unchanged learning rate%s%s", rc ? ": " : "",
+          rc ? err : "");
+    char *lr[] = {"train", "--resume", "--learning-rate", "0.1"};
+    c = ckpt;
+    rc = config_resume_merge(&c, 4, lr, err, sizeof(err));
+    CHECK(rc != 0 && strstr(err, "learning_rate") && strstr(err, "0.1"), "--resume refuses a new learning rate: %s",
+          err);
+    char *batch[] = {"train", "--resume", "-b", "2"};
+    c = ckpt;
+    rc = config_resume_merge(&c, 4, batch, err, sizeof(err));
+    CHECK(rc != 0 && strstr(err, "batch_size"), "--resume refuses a new batch size: %s", err);
+    char *model[] = {"train", "--resume", "-c", "configs/llama3_1b.json"};
+    c = ckpt;
+    rc = config_resume_merge(&c, 4, model, err, sizeof(err));
+    CHECK(rc != 0 && strstr(err, "hidden_size"), "--resume refuses a config of another model: %s", err);
+}
+
+static void test_init_from_agreement(void) {
+    char dir[] = "/tmp/test_config_init_XXXXXX";
+    if (!mkdtemp(dir)) return;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    Config a;
+    char err[1024];
+    char *load[] = {"train", "-c", "configs/llama3_tiny.json"};
+    config_from_args(&a, 3, load, err, sizeof(err));
+    ModelConfig other = a.model;
+    other.num_key_value_heads = 4;
+    char *json = config_to_hf_json(&other, "float32");
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(json, f);
+        fclose(f);
+    }
+    free(json);
+    char *both[] = {"train", "-c", "configs/llama3_tiny.json", "--init-from", dir};
+    int rc = config_from_args(&a, 5, both, err, sizeof(err));
+    CHECK(rc != 0 && strstr(err, path) && strstr(err, "num_key_value_heads") && strstr(err, "2 vs 4"),
+          "-c and --init-from configs of different models: %s", err);
+    char *only[] = {"train", "--init-from", dir, "-i", "data/tinyshakespeare_byte/train_*.bin", "-t", "128"};
+    rc = config_from_args(&a, 7, only, err, sizeof(err));
+    CHECK(rc == 0 && a.model.num_key_value_heads == 4 && strcmp(a.path, path) == 0,
+          "without -c the model comes from --init-from's config.json%s%s", rc ? ": " : "", rc ? err : "");
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void) {
     test_llama3_1b();
     test_flags_override();
     test_round_trip();
+    test_hf_config();
+    test_resume_merge();
+    test_init_from_agreement();
     return test_summary();
 }

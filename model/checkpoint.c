@@ -1,0 +1,275 @@
+/* checkpoint.c: writing checkpoint directories atomically, listing, pruning and cleaning them, and reading one back
+ * (see checkpoint.h). */
+#include "model/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model/fsutil.h"
+#include "model/hf_weights.h"
+#include "model/safetensors.h"
+
+static const char *FILES[] = {"model.safetensors", "config.json", "train_config.json", "state.bin"};
+#define N_FILES ((int)(sizeof(FILES) / sizeof(FILES[0])))
+
+void checkpoint_path(char *out, size_t cap, const char *run_dir, uint64_t step) {
+    snprintf(out, cap, "%s/step_%08llu", run_dir, (unsigned long long)step);
+}
+
+/* RUN/.step_NNNNNNNN.SUFFIX */
+static void hidden_path(char *out, size_t cap, const char *run_dir, uint64_t step, const char *suffix) {
+    snprintf(out, cap, "%s/.step_%08llu.%s", run_dir, (unsigned long long)step, suffix);
+}
+
+/* The step of a name "<prefix>NNNNNNNN<suffix>" (exactly 8 digits), or -1. */
+static int64_t parse_step_name(const char *name, const char *prefix, const char *suffix) {
+    size_t np = strlen(prefix), ns = strlen(suffix), n = strlen(name);
+    if (n != np + 8 + ns || strncmp(name, prefix, np) != 0 || strcmp(name + np + 8, suffix) != 0) return -1;
+    int64_t step = 0;
+    for (size_t i = np; i < np + 8; i++) {
+        if (name[i] < '0' || name[i] > '9') return -1;
+        step = step * 10 + (name[i] - '0');
+    }
+    return step;
+}
+
+static int cmp_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int checkpoint_list(const char *run_dir, CheckpointList *list, char *err, size_t errlen) {
+    list->steps = NULL;
+    list->n = 0;
+    DIR *d = opendir(run_dir);
+    if (!d) {
+        if (errno == ENOENT) return 0;
+        snprintf(err, errlen, "cannot read the run directory %s: %s", run_dir, strerror(errno));
+        return -1;
+    }
+    int cap = 0, rc = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int64_t step = parse_step_name(e->d_name, "step_", "");
+        char path[CHECKPOINT_PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", run_dir, e->d_name);
+        if (step < 0 || !fs_is_dir(path)) continue;
+        if (list->n == cap) {
+            cap = cap ? 2 * cap : 16;
+            uint64_t *grown = realloc(list->steps, (size_t)cap * sizeof(uint64_t));
+            if (!grown) {
+                snprintf(err, errlen, "out of memory listing %s", run_dir);
+                rc = -1;
+                break;
+            }
+            list->steps = grown;
+        }
+        list->steps[list->n++] = (uint64_t)step;
+    }
+    closedir(d);
+    if (rc) checkpoint_list_free(list);
+    else if (list->n) qsort(list->steps, (size_t)list->n, sizeof(uint64_t), cmp_u64);
+    return rc;
+}
+
+void checkpoint_list_free(CheckpointList *list) {
+    free(list->steps);
+    list->steps = NULL;
+    list->n = 0;
+}
+
+/* Removes the entries of run_dir whose name matches prefix + 8 digits + one of the suffixes; verbose prints them. */
+static int remove_matching(const char *run_dir, const char *prefix, const char *const *suffixes, int n_suffixes,
+                           int verbose, char *err, size_t errlen) {
+    DIR *d = opendir(run_dir);
+    if (!d) return errno == ENOENT ? 0 : (snprintf(err, errlen, "cannot read %s: %s", run_dir, strerror(errno)), -1);
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        int match = 0;
+        for (int i = 0; i < n_suffixes; i++) match |= parse_step_name(e->d_name, prefix, suffixes[i]) >= 0;
+        if (!match) continue;
+        char path[CHECKPOINT_PATH_MAX];
+        snprintf(path, sizeof(path), "%s/%s", run_dir, e->d_name);
+        rc = fs_remove_tree(path, err, errlen);
+        if (rc == 0 && verbose) printf("removed %s (left by an interrupted checkpoint write or deletion)\n", path);
+    }
+    closedir(d);
+    return rc;
+}
+
+int checkpoint_clean_leftovers(const char *run_dir, char *err, size_t errlen) {
+    static const char *const suffixes[] = {".tmp", ".deleting"};
+    return remove_matching(run_dir, ".step_", suffixes, 2, 1, err, errlen);
+}
+
+int checkpoint_remove_all(const char *run_dir, char *err, size_t errlen) {
+    static const char *const none[] = {""}, *const hidden[] = {".tmp", ".deleting"};
+    if (remove_matching(run_dir, "step_", none, 1, 0, err, errlen) ||
+        remove_matching(run_dir, ".step_", hidden, 2, 0, err, errlen) ||
+        remove_matching(run_dir, "damaged_step_", none, 1, 0, err, errlen))
+        return -1;
+    return fs_is_dir(run_dir) ? fs_sync_dir(run_dir, err, errlen) : 0;
+}
+
+/* Renames a complete checkpoint out of sight (so it never looks complete half-deleted), then deletes it. */
+static int delete_checkpoint(const char *run_dir, uint64_t step, char *err, size_t errlen) {
+    char path[CHECKPOINT_PATH_MAX], doomed[CHECKPOINT_PATH_MAX];
+    checkpoint_path(path, sizeof(path), run_dir, step);
+    hidden_path(doomed, sizeof(doomed), run_dir, step, "deleting");
+    if (fs_remove_tree(doomed, err, errlen)) return -1;
+    if (rename(path, doomed) != 0) {
+        snprintf(err, errlen, "cannot rename %s to %s: %s", path, doomed, strerror(errno));
+        return -1;
+    }
+    if (fs_sync_dir(run_dir, err, errlen)) return -1;
+    return fs_remove_tree(doomed, err, errlen);
+}
+
+int checkpoint_prune(const char *run_dir, int keep_last, char *err, size_t errlen) {
+    if (keep_last <= 0) return 0;
+    CheckpointList list;
+    if (checkpoint_list(run_dir, &list, err, errlen)) return -1;
+    int rc = 0;
+    for (int i = 0; i + keep_last < list.n && rc == 0; i++) rc = delete_checkpoint(run_dir, list.steps[i], err, errlen);
+    checkpoint_list_free(&list);
+    return rc;
+}
+
+int checkpoint_set_aside(const char *run_dir, uint64_t step, char *moved_to, size_t cap, char *err, size_t errlen) {
+    char path[CHECKPOINT_PATH_MAX];
+    checkpoint_path(path, sizeof(path), run_dir, step);
+    snprintf(moved_to, cap, "%s/damaged_step_%08llu", run_dir, (unsigned long long)step);
+    if (fs_remove_tree(moved_to, err, errlen)) return -1;
+    if (rename(path, moved_to) != 0) {
+        snprintf(err, errlen, "cannot rename %s to %s: %s", path, moved_to, strerror(errno));
+        return -1;
+    }
+    return fs_sync_dir(run_dir, err, errlen);
+}
+
+/* ---------------------------------------------------------------- writing */
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int write_text(const char *dir, const char *name, char *text, char *err, size_t errlen) {
+    char path[CHECKPOINT_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    if (!text) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    int rc = fs_write_durable(path, text, strlen(text), err, errlen);
+    free(text);
+    return rc;
+}
+
+/* The four files of a checkpoint, into the (new, empty) directory dir. */
+static int write_files(const char *dir, const Model *m, const Config *cfg, const TrainState *s, char *err,
+                       size_t errlen) {
+    int bf16 = strcmp(cfg->train.export_dtype, "bf16") == 0;
+    char path[CHECKPOINT_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    if (hf_export_weights(m, path, bf16 ? ST_BF16 : ST_F32, err, errlen)) return -1;
+    if (write_text(dir, "config.json", config_to_hf_json(&m->cfg, bf16 ? "bfloat16" : "float32"), err, errlen))
+        return -1;
+    char *json = config_to_json(cfg);
+    if (!json) {
+        snprintf(err, errlen, "%s: out of memory", dir);
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/state.bin", dir);
+    int rc = state_write(path, m, s, json, err, errlen);
+    if (rc == 0) rc = write_text(dir, "train_config.json", json, err, errlen);
+    else free(json);
+    return rc;
+}
+
+int checkpoint_write(const char *run_dir, const Model *m, const Config *cfg, const TrainState *s,
+                     CheckpointStats *stats, char *err, size_t errlen) {
+    double t0 = now_seconds();
+    char tmp[CHECKPOINT_PATH_MAX], final[CHECKPOINT_PATH_MAX], old[CHECKPOINT_PATH_MAX];
+    hidden_path(tmp, sizeof(tmp), run_dir, s->step, "tmp");
+    hidden_path(old, sizeof(old), run_dir, s->step, "deleting");
+    checkpoint_path(final, sizeof(final), run_dir, s->step);
+    if (fs_remove_tree(tmp, err, errlen) || fs_make_dirs(tmp, err, errlen)) return -1;
+    if (write_files(tmp, m, cfg, s, err, errlen) || fs_sync_dir(tmp, err, errlen)) {
+        char ignored[256];
+        fs_remove_tree(tmp, ignored, sizeof(ignored));
+        return -1;
+    }
+    /* An existing checkpoint of this step (one written before a resume from an older one) goes only now. */
+    int replacing = fs_exists(final);
+    if (replacing) {
+        if (fs_remove_tree(old, err, errlen)) return -1;
+        if (rename(final, old) != 0) {
+            snprintf(err, errlen, "cannot rename %s to %s: %s", final, old, strerror(errno));
+            return -1;
+        }
+    }
+    if (rename(tmp, final) != 0) {
+        snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, final, strerror(errno));
+        return -1;
+    }
+    if (fs_sync_dir(run_dir, err, errlen) || (replacing && fs_remove_tree(old, err, errlen))) return -1;
+    snprintf(stats->path, sizeof(stats->path), "%s", final);
+    stats->bytes = 0;
+    for (int i = 0; i < N_FILES; i++) {
+        char path[CHECKPOINT_PATH_MAX + 32];
+        snprintf(path, sizeof(path), "%s/%s", final, FILES[i]);
+        int64_t size = fs_file_size(path, err, errlen);
+        if (size < 0) return -1;
+        stats->bytes += (uint64_t)size;
+    }
+    stats->seconds = now_seconds() - t0;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- reading */
+
+int checkpoint_check_files(const char *dir, char *err, size_t errlen) {
+    char path[CHECKPOINT_PATH_MAX + 32];
+    for (int i = 0; i < N_FILES; i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, FILES[i]);
+        if (!fs_exists(path)) {
+            snprintf(err, errlen, "%s is missing", path);
+            return -1;
+        }
+    }
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    StFile *f = st_open(path, err, errlen);
+    if (!f) return -1;
+    st_close(f);
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    cJSON *hf = fs_read_json(path, path, err, errlen);
+    if (!hf) return -1;
+    cJSON_Delete(hf);
+    return 0;
+}
+
+int checkpoint_read_config(const char *dir, Config *cfg, char *err, size_t errlen) {
+    char path[CHECKPOINT_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/train_config.json", dir);
+    config_defaults(cfg);
+    return config_load_file(cfg, path, err, errlen);
+}
+
+int checkpoint_load_state(const char *dir, uint64_t step, Model *m, TrainState *s, char *err, size_t errlen) {
+    char path[CHECKPOINT_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/state.bin", dir);
+    if (state_read(path, m, s, NULL, err, errlen)) return -1;
+    if (s->step != step) {
+        snprintf(err, errlen, "state %s is of step %llu, but its directory says step %llu", path,
+                 (unsigned long long)s->step, (unsigned long long)step);
+        return -1;
+    }
+    return 0;
+}

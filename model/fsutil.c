@@ -1,0 +1,211 @@
+/* fsutil.c: file-system helpers (see fsutil.h): durable and atomic writes, whole-file reads, mkdir -p, rm -r. */
+#include "model/fsutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int fs_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int fs_exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
+int64_t fs_file_size(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        return -1;
+    }
+    return (int64_t)st.st_size;
+}
+
+int fs_make_dirs(const char *path, char *err, size_t errlen) {
+    size_t n = strlen(path);
+    char *buf = malloc(n + 1);
+    if (!buf) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    memcpy(buf, path, n + 1);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == 0) {
+            char saved = *p;
+            *p = 0;
+            if (mkdir(buf, 0755) != 0 && errno != EEXIST) {
+                snprintf(err, errlen, "cannot create the directory %s: %s", buf, strerror(errno));
+                free(buf);
+                return -1;
+            }
+            *p = saved;
+            if (!saved) break;
+        }
+    }
+    free(buf);
+    if (!fs_is_dir(path)) {
+        snprintf(err, errlen, "cannot create the directory %s: a file of that name exists", path);
+        return -1;
+    }
+    return 0;
+}
+
+static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+int fs_remove_tree(const char *path, char *err, size_t errlen) {
+    if (!fs_exists(path)) return 0;
+    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0) {
+        snprintf(err, errlen, "cannot remove %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+int fs_sync_dir(const char *path, char *err, size_t errlen) {
+    int fd = open(path, O_RDONLY | O_DIRECTORY);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open the directory %s to sync it: %s", path, strerror(errno));
+        return -1;
+    }
+    int rc = fsync(fd);
+    int saved = errno;
+    close(fd);
+    if (rc != 0) {
+        snprintf(err, errlen, "cannot sync the directory %s: %s", path, strerror(saved));
+        return -1;
+    }
+    return 0;
+}
+
+int fs_close_durable(FILE *f, const char *path, char *err, size_t errlen) {
+    int bad = fflush(f) != 0 || ferror(f) || fsync(fileno(f)) != 0;
+    int saved = errno;
+    if (fclose(f) != 0 && !bad) {
+        bad = 1;
+        saved = errno;
+    }
+    if (bad) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(saved));
+        return -1;
+    }
+    return 0;
+}
+
+int fs_write_durable(const char *path, const void *data, size_t n, char *err, size_t errlen) {
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    if (n && fwrite(data, 1, n, f) != n) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        fclose(f);
+        return -1;
+    }
+    return fs_close_durable(f, path, err, errlen);
+}
+
+/* The directory part of path ("." when there is none), into out. */
+static void parent_dir(const char *path, char *out, size_t cap) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(out, cap, ".");
+    else if (slash == path) snprintf(out, cap, "/");
+    else snprintf(out, cap, "%.*s", (int)(slash - path), path);
+}
+
+int fs_replace_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen) {
+    size_t len = strlen(path);
+    char *tmp = malloc(len + 8), *dir = malloc(len + 2);
+    int rc = -1;
+    if (!tmp || !dir) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        goto done;
+    }
+    snprintf(tmp, len + 8, "%s.tmp", path);
+    parent_dir(path, dir, len + 2);
+    if (fs_write_durable(tmp, data, n, err, errlen)) goto done;
+    if (rename(tmp, path) != 0) {
+        snprintf(err, errlen, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+        unlink(tmp);
+        goto done;
+    }
+    rc = fs_sync_dir(dir, err, errlen);
+done:
+    free(tmp);
+    free(dir);
+    return rc;
+}
+
+char *fs_read_all(const char *path, size_t *len_out, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    for (;;) {
+        if (len + 65536 + 1 > cap) {
+            cap = cap ? 2 * cap : 131072;
+            char *t = realloc(text, cap);
+            if (!t) {
+                free(text);
+                fclose(f);
+                snprintf(err, errlen, "%s: out of memory", path);
+                return NULL;
+            }
+            text = t;
+        }
+        size_t n = fread(text + len, 1, 65536, f);
+        len += n;
+        if (n < 65536) break;
+    }
+    int read_error = ferror(f);
+    fclose(f);
+    if (read_error) {
+        free(text);
+        snprintf(err, errlen, "%s: read error", path);
+        return NULL;
+    }
+    text[len] = 0;
+    if (len_out) *len_out = len;
+    return text;
+}
+
+cJSON *fs_read_json(const char *path, const char *where, char *err, size_t errlen) {
+    size_t len;
+    char inner[512];
+    char *text = fs_read_all(path, &len, inner, sizeof(inner));
+    if (!text) {
+        /* inner is "path: problem"; report it after `where` (which names the path already) */
+        const char *problem = strncmp(inner, path, strlen(path)) == 0 ? inner + strlen(path) + 2 : inner;
+        snprintf(err, errlen, "%s: %s", where, problem);
+        return NULL;
+    }
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        long off = at ? (long)(at - text) : -1;
+        int line = 1;
+        for (long i = 0; i < off && i < (long)len; i++) line += text[i] == '\n';
+        snprintf(err, errlen, "%s: not valid JSON (near line %d)", where, line);
+    }
+    free(text);
+    return root;
+}

@@ -1,0 +1,36 @@
+/* fsutil.h: small file-system helpers for the run directory and checkpoints: durable writes (flush + fsync), atomic
+ * replacement (temporary file + rename + fsync of the directory), reading whole files and JSON files, mkdir -p and
+ * recursive removal. Every function that can fail returns 0 / non-NULL on success, or -1 / NULL with a message that
+ * names the path in err. */
+#ifndef FSUTIL_H
+#define FSUTIL_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
+
+int fs_is_dir(const char *path);
+int fs_exists(const char *path);
+/* The size of a regular file in bytes, or -1 (with a message) when it cannot be read. */
+int64_t fs_file_size(const char *path, char *err, size_t errlen);
+
+/* mkdir -p */
+int fs_make_dirs(const char *path, char *err, size_t errlen);
+/* rm -r (no error if path does not exist). */
+int fs_remove_tree(const char *path, char *err, size_t errlen);
+/* fsync a directory, so that renames and new entries inside it survive a crash. */
+int fs_sync_dir(const char *path, char *err, size_t errlen);
+
+/* Flushes, fsyncs and closes f (which was opened for writing path); the file is closed whatever happens. */
+int fs_close_durable(FILE *f, const char *path, char *err, size_t errlen);
+/* Writes n bytes to a new file at path, durably. */
+int fs_write_durable(const char *path, const void *data, size_t n, char *err, size_t errlen);
+/* Replaces path atomically: writes path.tmp durably, renames it over path, fsyncs the directory. */
+int fs_replace_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen);
+
+/* The whole file, NUL-terminated (the caller frees it); *len (when not NULL) gets its length. */
+char *fs_read_all(const char *path, size_t *len, char *err, size_t errlen);
+/* Reads and parses a JSON file; messages are prefixed by `where` (e.g. "config runs/x/config.json"). */
+cJSON *fs_read_json(const char *path, const char *where, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,21 @@
+/* hf_weights.h: the model's weights as Hugging Face safetensors (names and layout of hf_layout.h). Export writes one
+ * model.safetensors from the fp32 master weights; import reads DIR/model.safetensors or the shards named by
+ * DIR/model.safetensors.index.json (F32, F16 or BF16) into the master weights, after checking that every tensor the
+ * config needs is there with its shape and that nothing else is (a tied model's lm_head.weight and old checkpoints'
+ * rotary_emb.inv_freq buffers are ignored). Both stream row chunks: no full host copy of the model is made. */
+#ifndef HF_WEIGHTS_H
+#define HF_WEIGHTS_H
+
+#include <stddef.h>
+
+#include "model/model.h"
+#include "model/safetensors.h"
+
+/* Writes path (a new file; fsync'd) with the weights in dtype (ST_F32, ST_BF16 or ST_F16). */
+int hf_export_weights(const Model *m, const char *path, StDtype dtype, char *err, size_t errlen);
+
+/* Loads the weights of dir into m (master and working copy). On an error (naming the file and the tensor) nothing
+ * of m has been changed when the problem is in a header; a read error in the middle leaves m partly loaded. */
+int hf_import_weights(Model *m, const char *dir, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,342 @@
+/* state_file.c: writing and validating state.bin (layout in state_file.h). Large sections stream through one host
+ * buffer between the device and the file, with a running CRC32. */
+#include "model/state_file.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "model/fsutil.h"
+
+#define MAGIC "L3STATE"
+#define VERSION 1
+#define HEADER_BYTES 72
+#define SECTION_HEADER_BYTES 32
+#define N_SECTIONS 6
+#define DATA_POSITION_BYTES 40
+#define MAX_CONFIG_BYTES (16u << 20)
+#define STREAM_BYTES (16u << 20)
+
+static uint32_t crc_of(uint32_t crc, const void *p, size_t n) {
+    const unsigned char *b = p;
+    while (n > 0) { /* zlib's length is a uInt */
+        size_t take = n > (1u << 30) ? (1u << 30) : n;
+        crc = (uint32_t)crc32(crc, b, (uInt)take);
+        b += take;
+        n -= take;
+    }
+    return crc;
+}
+
+static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
+static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
+static uint32_t get_u32(const unsigned char *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p) {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* The model shape recorded in the header, in order. */
+#define N_SHAPE 8
+static const char *SHAPE_KEYS[N_SHAPE] = {"hidden_size", "intermediate_size", "num_hidden_layers",
+                                          "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
+                                          "tie_word_embeddings"};
+static void shape_of(const ModelConfig *c, int32_t *s) {
+    int32_t v[N_SHAPE] = {c->hidden_size, c->intermediate_size, c->num_hidden_layers, c->num_attention_heads,
+                          c->num_key_value_heads, c->head_dim, c->vocab_size, c->tie_word_embeddings};
+    memcpy(s, v, sizeof(v));
+}
+
+/* ---------------------------------------------------------------- writing */
+
+typedef struct Out {
+    FILE *f;
+    const char *path;
+    uint32_t crc;
+    int failed;
+} Out;
+
+static void out_bytes(Out *o, const void *p, size_t n) {
+    if (o->failed) return;
+    if (fwrite(p, 1, n, o->f) != n) o->failed = errno ? errno : EIO;
+}
+
+static void section_begin(Out *o, const char *name, uint64_t n_bytes) {
+    unsigned char h[SECTION_HEADER_BYTES] = {0};
+    memcpy(h, name, strlen(name));
+    put_u64(h + 16, n_bytes);
+    put_u32(h + 28, crc_of(0, h, 28));
+    out_bytes(o, h, sizeof(h));
+    o->crc = 0;
+}
+
+static void section_data(Out *o, const void *p, size_t n) {
+    o->crc = crc_of(o->crc, p, n);
+    out_bytes(o, p, n);
+}
+
+static void section_end(Out *o) {
+    unsigned char c[4];
+    put_u32(c, o->crc);
+    out_bytes(o, c, 4);
+}
+
+/* A section holding n fp32 values of a device buffer. */
+static void section_device(Out *o, const char *name, const Model *m, const float *src, size_t n, float *buf) {
+    section_begin(o, name, (uint64_t)n * 4);
+    size_t chunk = STREAM_BYTES / 4;
+    for (size_t at = 0; at < n && !o->failed; at += chunk) {
+        size_t len = n - at < chunk ? n - at : chunk;
+        m->k->copy_to_host(buf, src + at, len * 4);
+        section_data(o, buf, len * 4);
+    }
+    section_end(o);
+}
+
+static void section_bytes(Out *o, const char *name, const void *p, size_t n) {
+    section_begin(o, name, n);
+    section_data(o, p, n);
+    section_end(o);
+}
+
+int state_write(const char *path, const Model *m, const TrainState *s, const char *config_json, char *err,
+                size_t errlen) {
+    float *buf = malloc(STREAM_BYTES);
+    if (!buf) {
+        snprintf(err, errlen, "%s: out of host memory", path);
+        return -1;
+    }
+    Out o = {fopen(path, "wb"), path, 0, 0};
+    if (!o.f) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        free(buf);
+        return -1;
+    }
+    unsigned char h[HEADER_BYTES] = {0};
+    memcpy(h, MAGIC, sizeof(MAGIC));
+    put_u32(h + 8, VERSION);
+    put_u32(h + 12, N_SECTIONS);
+    put_u64(h + 16, s->step);
+    put_u64(h + 24, m->table.n_params);
+    int32_t shape[N_SHAPE];
+    shape_of(&m->cfg, shape);
+    memcpy(h + 32, shape, sizeof(shape));
+    put_u32(h + 64, crc_of(0, h, 64));
+    out_bytes(&o, h, sizeof(h));
+    size_t n = m->table.n_params;
+    section_device(&o, "master", m, m->master, n, buf);
+    section_device(&o, "adam_m", m, m->adam_m, n, buf);
+    section_device(&o, "adam_v", m, m->adam_v, n, buf);
+    unsigned char pos[DATA_POSITION_BYTES];
+    uint64_t fields[5] = {s->data.epoch, s->data.shard, s->data.sample, s->data_shards, s->data_tokens};
+    for (int i = 0; i < 5; i++) put_u64(pos + 8 * i, fields[i]);
+    section_bytes(&o, "data_position", pos, sizeof(pos));
+    unsigned char rng[8];
+    put_u64(rng, s->sample_rng);
+    section_bytes(&o, "sampler_rng", rng, sizeof(rng));
+    section_bytes(&o, "config", config_json, strlen(config_json));
+    free(buf);
+    if (o.failed) {
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(o.failed));
+        fclose(o.f);
+        return -1;
+    }
+    return fs_close_durable(o.f, path, err, errlen);
+}
+
+/* ---------------------------------------------------------------- reading */
+
+typedef struct In {
+    FILE *f;
+    const char *path;
+    uint64_t size, at; /* file size, read offset */
+} In;
+
+/* Called with consecutive pieces of a section's payload. */
+typedef void (*Consume)(void *ctx, const void *p, size_t offset, size_t n);
+
+typedef struct DeviceTarget {
+    Model *m;
+    float *dst;    /* master (through model_set_master) or an Adam buffer */
+    int is_master;
+} DeviceTarget;
+
+static void consume_device(void *ctx, const void *p, size_t offset, size_t n) {
+    DeviceTarget *t = ctx;
+    if (t->is_master) model_set_master(t->m, p, offset / 4, n / 4);
+    else t->m->k->copy_to_device(t->dst + offset / 4, p, n);
+}
+
+static void consume_memory(void *ctx, const void *p, size_t offset, size_t n) { memcpy((char *)ctx + offset, p, n); }
+
+static int read_exact(In *in, void *p, size_t n, char *err, size_t errlen) {
+    if (fread(p, 1, n, in->f) != n) {
+        snprintf(err, errlen, "state %s: read error at byte %llu: %s", in->path, (unsigned long long)in->at,
+                 ferror(in->f) ? strerror(errno) : "unexpected end of file");
+        return -1;
+    }
+    in->at += n;
+    return 0;
+}
+
+/* Reads the section `name`, which must hold `want` bytes (or at most `max` when want == 0), feeding its payload to
+ * consume, and checks its CRCs. *n_bytes gets the payload size. */
+static int read_section(In *in, const char *name, uint64_t want, uint64_t max, Consume consume, void *ctx,
+                        unsigned char *buf, uint64_t *n_bytes, char *err, size_t errlen) {
+    unsigned char h[SECTION_HEADER_BYTES];
+    if (in->size - in->at < SECTION_HEADER_BYTES) {
+        snprintf(err, errlen, "state %s: truncated: the file ends at byte %llu, before section \"%s\"", in->path,
+                 (unsigned long long)in->size, name);
+        return -1;
+    }
+    uint64_t start = in->at;
+    if (read_exact(in, h, sizeof(h), err, errlen)) return -1;
+    if (get_u32(h + 28) != crc_of(0, h, 28)) {
+        snprintf(err, errlen, "state %s: section \"%s\": its header at byte %llu fails its CRC check: the file is "
+                 "damaged", in->path, name, (unsigned long long)start);
+        return -1;
+    }
+    if (strncmp((const char *)h, name, 16) != 0) {
+        snprintf(err, errlen, "state %s: expected section \"%s\" at byte %llu, found \"%.16s\"", in->path, name,
+                 (unsigned long long)start, (const char *)h);
+        return -1;
+    }
+    uint64_t n = get_u64(h + 16);
+    if ((want && n != want) || (!want && n > max)) {
+        snprintf(err, errlen, "state %s: section \"%s\" holds %llu bytes, expected %llu%s", in->path, name,
+                 (unsigned long long)n, (unsigned long long)(want ? want : max),
+                 want ? " (a state of another model?)" : " at most");
+        return -1;
+    }
+    if (in->size - in->at < n + 4) {
+        snprintf(err, errlen, "state %s: truncated: section \"%s\" needs %llu bytes from byte %llu, but the file "
+                 "ends at byte %llu", in->path, name, (unsigned long long)(n + 4), (unsigned long long)in->at,
+                 (unsigned long long)in->size);
+        return -1;
+    }
+    uint32_t crc = 0;
+    for (uint64_t off = 0; off < n; off += STREAM_BYTES) {
+        size_t len = (size_t)(n - off < STREAM_BYTES ? n - off : STREAM_BYTES);
+        if (read_exact(in, buf, len, err, errlen)) return -1;
+        crc = crc_of(crc, buf, len);
+        consume(ctx, buf, (size_t)off, len);
+    }
+    unsigned char c[4];
+    if (read_exact(in, c, 4, err, errlen)) return -1;
+    if (get_u32(c) != crc) {
+        snprintf(err, errlen, "state %s: section \"%s\": CRC mismatch (stored %08x, computed %08x): the file is "
+                 "damaged", in->path, name, get_u32(c), crc);
+        return -1;
+    }
+    *n_bytes = n;
+    return 0;
+}
+
+static int read_header(In *in, const Model *m, TrainState *s, char *err, size_t errlen) {
+    unsigned char h[HEADER_BYTES];
+    if (in->size < HEADER_BYTES) {
+        snprintf(err, errlen, "state %s: truncated: %llu bytes, shorter than the %d-byte header", in->path,
+                 (unsigned long long)in->size, HEADER_BYTES);
+        return -1;
+    }
+    if (read_exact(in, h, sizeof(h), err, errlen)) return -1;
+    if (memcmp(h, MAGIC, sizeof(MAGIC)) != 0) {
+        snprintf(err, errlen, "state %s: bad magic: not a trainer state file", in->path);
+        return -1;
+    }
+    if (get_u32(h + 64) != crc_of(0, h, 64)) {
+        snprintf(err, errlen, "state %s: the header fails its CRC check: the file is damaged", in->path);
+        return -1;
+    }
+    if (get_u32(h + 8) != VERSION || get_u32(h + 12) != N_SECTIONS) {
+        snprintf(err, errlen, "state %s: version %u with %u sections; this trainer reads version %d with %d",
+                 in->path, get_u32(h + 8), get_u32(h + 12), VERSION, N_SECTIONS);
+        return -1;
+    }
+    int32_t saved[N_SHAPE], ours[N_SHAPE];
+    memcpy(saved, h + 32, sizeof(saved));
+    shape_of(&m->cfg, ours);
+    for (int i = 0; i < N_SHAPE; i++)
+        if (saved[i] != ours[i]) {
+            snprintf(err, errlen, "state %s was saved for another model: its %s is %d, this model's is %d", in->path,
+                     SHAPE_KEYS[i], saved[i], ours[i]);
+            return -1;
+        }
+    if (get_u64(h + 24) != m->table.n_params) {
+        snprintf(err, errlen, "state %s holds %llu parameters, this model has %zu", in->path,
+                 (unsigned long long)get_u64(h + 24), m->table.n_params);
+        return -1;
+    }
+    s->step = get_u64(h + 16);
+    return 0;
+}
+
+static int read_all(In *in, Model *m, TrainState *s, char **config_json, unsigned char *buf, char *err,
+                    size_t errlen) {
+    if (read_header(in, m, s, err, errlen)) return -1;
+    uint64_t n = (uint64_t)m->table.n_params * 4, got;
+    DeviceTarget master = {m, m->master, 1}, am = {m, m->adam_m, 0}, av = {m, m->adam_v, 0};
+    if (read_section(in, "master", n, 0, consume_device, &master, buf, &got, err, errlen) ||
+        read_section(in, "adam_m", n, 0, consume_device, &am, buf, &got, err, errlen) ||
+        read_section(in, "adam_v", n, 0, consume_device, &av, buf, &got, err, errlen))
+        return -1;
+    unsigned char pos[DATA_POSITION_BYTES], rng[8];
+    if (read_section(in, "data_position", sizeof(pos), 0, consume_memory, pos, buf, &got, err, errlen) ||
+        read_section(in, "sampler_rng", sizeof(rng), 0, consume_memory, rng, buf, &got, err, errlen))
+        return -1;
+    s->data = (DataPosition){get_u64(pos), get_u64(pos + 8), get_u64(pos + 16)};
+    s->data_shards = get_u64(pos + 24);
+    s->data_tokens = get_u64(pos + 32);
+    s->sample_rng = get_u64(rng);
+    char *text = malloc(MAX_CONFIG_BYTES + 1);
+    if (!text) {
+        snprintf(err, errlen, "state %s: out of host memory", in->path);
+        return -1;
+    }
+    if (read_section(in, "config", 0, MAX_CONFIG_BYTES, consume_memory, text, buf, &got, err, errlen)) {
+        free(text);
+        return -1;
+    }
+    text[got] = 0;
+    if (config_json) *config_json = text;
+    else free(text);
+    if (in->at != in->size) {
+        snprintf(err, errlen, "state %s: %llu unexpected bytes after the last section", in->path,
+                 (unsigned long long)(in->size - in->at));
+        if (config_json) {
+            free(*config_json);
+            *config_json = NULL;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+int state_read(const char *path, Model *m, TrainState *s, char **config_json, char *err, size_t errlen) {
+    if (config_json) *config_json = NULL;
+    In in = {fopen(path, "rb"), path, 0, 0};
+    if (!in.f) {
+        snprintf(err, errlen, "state %s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    unsigned char *buf = malloc(STREAM_BYTES);
+    int rc = -1;
+    if (fstat(fileno(in.f), &st) != 0) snprintf(err, errlen, "state %s: cannot read its size: %s", path, strerror(errno));
+    else if (!buf) snprintf(err, errlen, "state %s: out of host memory", path);
+    else {
+        in.size = (uint64_t)st.st_size;
+        rc = read_all(&in, m, s, config_json, buf, err, errlen);
+    }
+    free(buf);
+    fclose(in.f);
+    return rc;
+}

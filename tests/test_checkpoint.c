@@ -1,0 +1,234 @@
+/* test_checkpoint.c: the resume state file and checkpoint directories. state.bin round-trips the master weights, the
+ * Adam moments, the data position, the sampler state and the config bitwise; a flipped byte in any section (or in a
+ * header), a truncation anywhere, trailing bytes and a state of another model shape are each an error naming the file
+ * and the section. Checkpoint directories: listing ignores temporaries, pruning keeps the newest K, leftovers of a
+ * crash are cleaned, a missing or truncated file is found, a state of another step is refused. The log is cut back
+ * to a step without torn lines. */
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "model/checkpoint.h"
+#include "model/run_dir.h"
+#include "model/state_file.h"
+#include "tests/ckpt_fixtures.h"
+#include "tests/test_util.h"
+
+static char dir[256];
+
+static TrainState some_state(uint64_t step) {
+    TrainState s = {step, {3, 1, 77}, 2, 123456789, 0xDEADBEEFCAFEF00Dull};
+    return s;
+}
+
+static const char *CONFIG_TEXT = "{\"hidden_size\": 24, \"note\": \"any text\"}";
+
+/* The byte offset of section i's header (0 master, 1 adam_m, 2 adam_v, 3 data_position, 4 sampler_rng, 5 config). */
+static size_t section_offset(size_t n_params, int i) {
+    size_t sizes[6] = {n_params * 4, n_params * 4, n_params * 4, 40, 8, strlen(CONFIG_TEXT)}, at = 72;
+    for (int k = 0; k < i; k++) at += 32 + sizes[k] + 4;
+    return at;
+}
+
+static void test_state_round_trip(const char *path, Model *a) {
+    char err[1024];
+    TrainState s = some_state(42), r;
+    int ok = state_write(path, a, &s, CONFIG_TEXT, err, sizeof(err)) == 0;
+    CHECK(ok, "write state.bin%s%s", ok ? "" : ": ", ok ? "" : err);
+    ModelConfig c = a->cfg;
+    Model b;
+    create_model(&b, &c, 99, 0);
+    char *text = NULL;
+    ok = ok && state_read(path, &b, &r, &text, err, sizeof(err)) == 0;
+    size_t n = a->table.n_params * 4;
+    CHECK(ok && memcmp(a->master, b.master, n) == 0 && memcmp(a->adam_m, b.adam_m, n) == 0 &&
+              memcmp(a->adam_v, b.adam_v, n) == 0 && memcmp(b.weights, b.master, n) == 0,
+          "master weights (and the working copy), Adam m and v come back bitwise%s%s", ok ? "" : ": ", ok ? "" : err);
+    CHECK(ok && r.step == 42 && r.data.epoch == 3 && r.data.shard == 1 && r.data.sample == 77 && r.data_shards == 2 &&
+              r.data_tokens == 123456789 && r.sample_rng == s.sample_rng && text && strcmp(text, CONFIG_TEXT) == 0,
+          "step, data position, data size, sampler state and config text come back");
+    free(text);
+    model_destroy(&b);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (size_t)st.st_size == section_offset(a->table.n_params, 6),
+          "the file is exactly the documented layout (%lld bytes)", (long long)st.st_size);
+}
+
+/* Reads a damaged copy of the state into a fresh model: the error must hold the path and both words. */
+static void expect_bad_state(const char *label, const char *path, const ModelConfig *c, const char *w1,
+                             const char *w2) {
+    Model m;
+    create_model(&m, c, 5, 0);
+    TrainState r;
+    char err[1024] = "";
+    int rc = state_read(path, &m, &r, NULL, err, sizeof(err));
+    CHECK(rc != 0 && strstr(err, path) && strstr(err, w1) && (!w2 || strstr(err, w2)), "%s: %s", label, err);
+    model_destroy(&m);
+}
+
+static void test_state_damage(const char *good, const Model *a) {
+    static const char *names[] = {"master", "adam_m", "adam_v", "data_position", "sampler_rng", "config"};
+    char path[512];
+    snprintf(path, sizeof(path), "%s/damaged.bin", dir);
+    size_t np = a->table.n_params;
+    for (int i = 0; i < 6; i++) {
+        size_t payload = section_offset(np, i) + 32, len = section_offset(np, i + 1) - 4 - payload;
+        char label[128], quoted[64];
+        copy_file(good, path);
+        flip_byte(path, payload + len / 2);
+        snprintf(label, sizeof(label), "a flipped byte in section %s", names[i]);
+        snprintf(quoted, sizeof(quoted), "\"%s\"", names[i]);
+        expect_bad_state(label, path, &a->cfg, quoted, "CRC mismatch");
+    }
+    copy_file(good, path);
+    flip_byte(path, 20);
+    expect_bad_state("a flipped byte in the file header", path, &a->cfg, "header fails its CRC", NULL);
+    copy_file(good, path);
+    flip_byte(path, section_offset(np, 2) + 17); /* the length field of adam_v */
+    expect_bad_state("a flipped byte in a section header", path, &a->cfg, "\"adam_v\"", "header");
+    size_t cuts[] = {40, 72 + 10, section_offset(np, 1) + 100, section_offset(np, 6) - 2};
+    for (int i = 0; i < 4; i++) {
+        char label[64];
+        copy_file(good, path);
+        truncate_to(path, cuts[i]);
+        snprintf(label, sizeof(label), "truncated at byte %zu", cuts[i]);
+        expect_bad_state(label, path, &a->cfg, "truncated", NULL);
+    }
+    size_t n;
+    unsigned char *bytes = read_bytes(good, &n);
+    unsigned char *longer = malloc(n + 3);
+    memcpy(longer, bytes, n);
+    memset(longer + n, 7, 3);
+    write_bytes(path, longer, n + 3);
+    free(bytes);
+    free(longer);
+    expect_bad_state("3 bytes after the last section", path, &a->cfg, "unexpected bytes", NULL);
+    ModelConfig other = a->cfg;
+    other.intermediate_size = 48;
+    expect_bad_state("a state of another model shape", good, &other, "another model", "intermediate_size is 40");
+    other = a->cfg;
+    other.tie_word_embeddings = !other.tie_word_embeddings;
+    expect_bad_state("a state of a model with the other embedding tying", good, &other, "another model",
+                     "tie_word_embeddings");
+}
+
+static int list_equals(const char *run, const uint64_t *want, int n) {
+    CheckpointList l;
+    char err[512];
+    if (checkpoint_list(run, &l, err, sizeof(err))) return 0;
+    int eq = l.n == n;
+    for (int i = 0; i < n && eq; i++) eq = l.steps[i] == want[i];
+    checkpoint_list_free(&l);
+    return eq;
+}
+
+static void test_directories(Model *m) {
+    char run[512], err[1024], path[1200];
+    snprintf(run, sizeof(run), "%s/run", dir);
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.model = m->cfg;
+    int ok = 1;
+    uint64_t total = 0;
+    for (uint64_t step = 1; step <= 4 && ok; step++) {
+        TrainState s = some_state(step);
+        CheckpointStats cs;
+        ok = checkpoint_write(run, m, &cfg, &s, &cs, err, sizeof(err)) == 0;
+        total = cs.bytes;
+    }
+    uint64_t all[] = {1, 2, 3, 4};
+    CHECK(ok && list_equals(run, all, 4), "four checkpoints written and listed in order%s%s", ok ? "" : ": ",
+          ok ? "" : err);
+    snprintf(path, sizeof(path), "%s/step_00000004/state.bin", run);
+    struct stat st;
+    CHECK(ok && stat(path, &st) == 0 && total > (uint64_t)st.st_size, "the reported size counts every file");
+    /* leftovers of a crash: a half-written checkpoint and a half-deleted one */
+    snprintf(path, sizeof(path), "%s/.step_00000009.tmp", run);
+    fs_make_dirs(path, err, sizeof(err));
+    snprintf(path, sizeof(path), "%s/.step_00000009.tmp/state.bin", run);
+    write_bytes(path, "partial", 7);
+    snprintf(path, sizeof(path), "%s/.step_00000002.deleting", run);
+    fs_make_dirs(path, err, sizeof(err));
+    snprintf(path, sizeof(path), "%s/step_12", run); /* not 8 digits: not a checkpoint */
+    fs_make_dirs(path, err, sizeof(err));
+    CHECK(list_equals(run, all, 4), "temporaries and odd names are not listed as checkpoints");
+    ok = checkpoint_clean_leftovers(run, err, sizeof(err)) == 0;
+    snprintf(path, sizeof(path), "%s/.step_00000009.tmp", run);
+    int tmp_gone = !fs_exists(path);
+    snprintf(path, sizeof(path), "%s/.step_00000002.deleting", run);
+    CHECK(ok && tmp_gone && !fs_exists(path) && list_equals(run, all, 4),
+          "leftovers are removed, the complete checkpoints stay");
+    ok = checkpoint_prune(run, 2, err, sizeof(err)) == 0;
+    uint64_t newest[] = {3, 4};
+    CHECK(ok && list_equals(run, newest, 2), "keep_last 2 keeps the newest two");
+    ok = checkpoint_prune(run, 0, err, sizeof(err)) == 0 && checkpoint_prune(run, 1, err, sizeof(err)) == 0;
+    uint64_t last[] = {4};
+    CHECK(ok && list_equals(run, last, 1), "keep_last 0 keeps all; keep_last 1 keeps the newest");
+    /* rewriting a step replaces it only once the new one is complete */
+    TrainState s = some_state(4);
+    s.sample_rng = 5;
+    CheckpointStats cs;
+    Model back;
+    ModelConfig c = m->cfg;
+    create_model(&back, &c, 8, 0);
+    TrainState r;
+    char ck[1100];
+    checkpoint_path(ck, sizeof(ck), run, 4);
+    ok = checkpoint_write(run, m, &cfg, &s, &cs, err, sizeof(err)) == 0 &&
+         checkpoint_load_state(ck, 4, &back, &r, err, sizeof(err)) == 0 && r.sample_rng == 5;
+    CHECK(ok && list_equals(run, last, 1), "a checkpoint of an existing step replaces it%s%s", ok ? "" : ": ",
+          ok ? "" : err);
+    CHECK(checkpoint_check_files(ck, err, sizeof(err)) == 0, "a complete checkpoint passes the file check");
+    ok = checkpoint_load_state(ck, 5, &back, &r, err, sizeof(err)) != 0 && strstr(err, "step 4") &&
+         strstr(err, "step 5");
+    CHECK(ok, "a state.bin of another step than its directory's: %s", err);
+    snprintf(path, sizeof(path), "%s/model.safetensors", ck);
+    size_t n;
+    unsigned char *saved = read_bytes(path, &n);
+    truncate_to(path, n - 8);
+    CHECK(checkpoint_check_files(ck, err, sizeof(err)) != 0 && strstr(err, path),
+          "a truncated model.safetensors is found: %s", err);
+    unlink(path);
+    CHECK(checkpoint_check_files(ck, err, sizeof(err)) != 0 && strstr(err, path) && strstr(err, "missing"),
+          "a missing model.safetensors is found: %s", err);
+    write_bytes(path, saved, n);
+    free(saved);
+    model_destroy(&back);
+}
+
+static void test_log_truncate(void) {
+    char path[512], err[512];
+    snprintf(path, sizeof(path), "%s/log.jsonl", dir);
+    const char *log = "{\"step\":1,\"loss\":5.5}\n{\"step\":2,\"loss\":5.4}\n{\"step\":2,\"val_loss\":5.3}\n"
+                      "{\"step\":3,\"loss\":5.2}\n{\"step\":3,\"sample\":\"a\\nb\"}\n{\"step\":4,\"loss\":5.1}\n"
+                      "{\"step\":4,\"val_loss\":5.0}\n{\"step\":5,\"lo";
+    write_bytes(path, log, strlen(log));
+    int dropped = 0;
+    int ok = run_log_truncate(path, 3, &dropped, err, sizeof(err)) == 0;
+    size_t n;
+    char *text = (char *)read_bytes(path, &n);
+    const char *want = "{\"step\":1,\"loss\":5.5}\n{\"step\":2,\"loss\":5.4}\n{\"step\":2,\"val_loss\":5.3}\n"
+                       "{\"step\":3,\"loss\":5.2}\n{\"step\":3,\"sample\":\"a\\nb\"}\n";
+    CHECK(ok && text && strcmp(text, want) == 0 && dropped == 3,
+          "the log keeps the records up to step 3 and drops 3 lines (two later records and a torn one)");
+    free(text);
+    char tmp[600];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    CHECK(!fs_exists(tmp), "no temporary file is left");
+}
+
+int main(void) {
+    make_temp_dir(dir, sizeof(dir), "test_checkpoint");
+    ModelConfig c = small_model_config(0);
+    Model a;
+    create_model(&a, &c, 7, 1);
+    char good[512];
+    snprintf(good, sizeof(good), "%s/state.bin", dir);
+    test_state_round_trip(good, &a);
+    test_state_damage(good, &a);
+    test_directories(&a);
+    test_log_truncate();
+    model_destroy(&a);
+    remove_temp_dir(dir);
+    return test_summary();
+}
