@@ -9,9 +9,18 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 
-#define ATT_THREADS 128 /* 4 warps */
-#define ATT_BM 64       /* rows of a block (queries for the forward and dQ, keys for dK/dV): 16 per warp */
-#define ATT_BN 64       /* keys per K/V tile */
+/* Warps per block of each kernel (a block owns 16 rows per warp: queries for the forward and dQ, keys for dK/dV).
+ * Compile-time knobs so that benchmarks can build variants. */
+#ifndef ATT_FWD_WARPS
+#define ATT_FWD_WARPS 8
+#endif
+#ifndef ATT_DQ_WARPS
+#define ATT_DQ_WARPS 4
+#endif
+#ifndef ATT_DKDV_WARPS
+#define ATT_DKDV_WARPS 4
+#endif
+#define ATT_BN 64 /* keys per K/V tile (forward, dQ) */
 #define ATT_LOG2E 1.4426950408889634f
 
 typedef struct {
@@ -44,12 +53,12 @@ __device__ __forceinline__ int swz(int row, int col) {
 }
 
 /* Asynchronously loads rows t0 .. t0+ROWS-1 of src (row stride ld elements) into a swizzled tile; rows >= T are
- * zero. All ATT_THREADS threads take part. */
-template <int HD, int ROWS>
+ * zero. All NTHREADS threads of the block take part. */
+template <int HD, int ROWS, int NTHREADS>
 __device__ __forceinline__ void load_tile_async(bf16 *tile, const bf16 *src, long ld, int t0, int T) {
     constexpr int CH = HD / 8;
 #pragma unroll
-    for (int idx = threadIdx.x; idx < ROWS * CH; idx += ATT_THREADS) {
+    for (int idx = threadIdx.x; idx < ROWS * CH; idx += NTHREADS) {
         const int row = idx / CH, ch = idx % CH;
         const bool ok = t0 + row < T;
         cp_async16(tile + swz<HD>(row, ch * 8), ok ? src + (long)(t0 + row) * ld + ch * 8 : src, ok);
