@@ -30,6 +30,11 @@ TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 GPU_TEST_SRC  := $(wildcard tests/gpu/*.c)
 GPU_TEST_BINS := $(patsubst tests/gpu/%.c,build/tests/gpu/%,$(GPU_TEST_SRC))
+# The GEMM-epilogue engine (kernels/cuda/gemm, not yet in the trainer library): its GPU test and benchmark.
+GEMM_SRC  := $(wildcard kernels/cuda/gemm/*.cu)
+ifeq ($(USE_CUDA),1)
+  GPU_TEST_BINS += build/tests/gpu/test_gemm build/tests/gpu/bench_gemm
+endif
 
 .PHONY: all test test-gpu gpu-tests data deps clean
 all: train
@@ -55,6 +60,10 @@ build/tests/%: tests/%.c build/libtrainer.a tests/test_util.h
 build/tests/gpu/%: tests/gpu/%.c build/libtrainer.a tests/test_util.h $(wildcard tests/gpu/*.h)
 	@mkdir -p build/tests/gpu
 	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
+
+build/tests/gpu/%: tests/gpu/%.cu $(GEMM_SRC) $(wildcard kernels/cuda/gemm/*.cuh kernels/cuda/gemm/*.h) tests/test_util.h
+	@mkdir -p build/tests/gpu
+	$(NVCC) $(NVCCFLAGS) $< $(GEMM_SRC) -o $@ -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/lib -lcublas
 
 # Every CPU test; the last line is "N passed, N failed".
 test: train $(TEST_BINS)

@@ -1,0 +1,128 @@
+/* gemm.cu: host side of the GEMM-epilogue engine: tensor maps (cuTensorMapEncodeTiled through the runtime's
+ * driver entry point, so no -lcuda), the SM count, and gemm.h's extern "C" launchers, which instantiate the
+ * engine with the programs of gemm_programs.cuh; plus the tiny kernel that turns K_res's partials into r. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kernels/cuda/gemm/gemm_engine.cuh"
+#include "kernels/cuda/gemm/gemm_programs.cuh"
+
+void ge_fail(const char *what, const char *detail) {
+    fprintf(stderr, "gemm engine: %s: %s\n", what, detail);
+    exit(1);
+}
+
+typedef CUresult (*ge_encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
+                                       const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
+                                       CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                       CUtensorMapFloatOOBfill);
+
+static ge_encode_tiled_fn ge_encode_tiled(void) {
+    static ge_encode_tiled_fn fn = NULL;
+    if (!fn) {
+        void *p = NULL;
+        cudaDriverEntryPointQueryResult q;
+        cudaError_t e = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+        if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !p)
+            ge_fail("cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)",
+                    e != cudaSuccess ? cudaGetErrorString(e) : "symbol not found");
+        fn = (ge_encode_tiled_fn)p;
+    }
+    return fn;
+}
+
+CUtensorMap ge_tensor_map(const char *what, const void *base, uint64_t inner, uint64_t outer, uint64_t ld,
+                          uint32_t box_inner, uint32_t box_outer) {
+    char msg[256];
+    if (((uintptr_t)base & 15) != 0 || (ld * 2) % 16 != 0 || ld < inner) {
+        snprintf(msg, sizeof msg,
+                 "TMA needs a 16-byte aligned base and a row stride that is a multiple of 8 elements and at least "
+                 "the row length (base %p, row length %llu, stride %llu)",
+                 base, (unsigned long long)inner, (unsigned long long)ld);
+        ge_fail(what, msg);
+    }
+    CUtensorMap map;
+    const cuuint64_t dims[2] = {inner, outer};
+    const cuuint64_t strides[1] = {ld * 2};
+    const cuuint32_t box[2] = {box_inner, box_outer};
+    const cuuint32_t estrides[2] = {1, 1};
+    CUresult r = ge_encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box,
+                                   estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r != CUDA_SUCCESS) {
+        snprintf(msg, sizeof msg, "cuTensorMapEncodeTiled failed (error %d) for %llu x %llu, stride %llu", (int)r,
+                 (unsigned long long)outer, (unsigned long long)inner, (unsigned long long)ld);
+        ge_fail(what, msg);
+    }
+    return map;
+}
+
+int ge_num_sms(void) {
+    static int n = 0;
+    if (!n) {
+        int dev = 0;
+        cudaGetDevice(&dev);
+        if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+    }
+    return n;
+}
+
+/* Packed row strides of the operands for a layout. */
+static long lda_of(ge_layout l, int M, int K) { return l == GE_ATB ? M : K; }
+static long ldb_of(ge_layout l, int N, int K) { return l == GE_ABT ? K : N; }
+
+template <class Program>
+static void run_layout(ge_layout l, const void *A, const void *B, int M, int N, int K,
+                       const typename Program::Params &p, cudaStream_t s) {
+    const long lda = lda_of(l, M, K), ldb = ldb_of(l, N, K);
+    switch (l) {
+    case GE_ABT: ge_run<Program, GE_ABT>(A, lda, B, ldb, M, N, K, p, s); break;
+    case GE_AB: ge_run<Program, GE_AB>(A, lda, B, ldb, M, N, K, p, s); break;
+    case GE_ATB: ge_run<Program, GE_ATB>(A, lda, B, ldb, M, N, K, p, s); break;
+    default: ge_fail("ge_gemm", "unknown layout");
+    }
+}
+
+extern "C" void ge_gemm_bf16(ge_layout layout, const void *A, const void *B, void *C, int M, int N, int K,
+                             cudaStream_t stream) {
+    run_layout<GeStore<bf16, false>>(layout, A, B, M, N, K, {(bf16 *)C, N}, stream);
+}
+
+extern "C" void ge_gemm_f32(ge_layout layout, const void *A, const void *B, float *C, int accumulate, int M, int N,
+                            int K, cudaStream_t stream) {
+    if (accumulate)
+        run_layout<GeStore<float, true>>(layout, A, B, M, N, K, {C, N}, stream);
+    else
+        run_layout<GeStore<float, false>>(layout, A, B, M, N, K, {C, N}, stream);
+}
+
+extern "C" int ge_row_parts(int N) { return (N + GE_BN - 1) / GE_BN; }
+
+extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
+                                 float *part, int M, int N, int K, cudaStream_t stream) {
+    const GeResNorm::Params p = {(const bf16 *)res, gamma, (bf16 *)D, (bf16 *)O, part, N, ge_row_parts(N)};
+    ge_run<GeResNorm, GE_ABT>(A, K, W, K, M, N, K, p, stream);
+}
+
+static __global__ void ge_rms_finish_kernel(const float *part, int nparts, int M, int N, float eps, float *r) {
+    const int m = blockIdx.x * blockDim.x + threadIdx.x;
+    if (m >= M) return;
+    float s = 0.0f;
+    for (int t = 0; t < nparts; t++) s += part[(long)m * nparts + t];
+    r[m] = rsqrtf(s / (float)N + eps);
+}
+
+extern "C" void ge_rms_finish(const float *part, int M, int N, float eps, float *r, cudaStream_t stream) {
+    if (M <= 0) return;
+    ge_rms_finish_kernel<<<(M + 255) / 256, 256, 0, stream>>>(part, ge_row_parts(N), M, N, eps, r);
+    cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) ge_fail("launch of ge_rms_finish_kernel", cudaGetErrorString(e));
+}
+
+extern "C" void ge_gemm_rowscale(const void *O, const void *W, const float *r, void *Z, int z_f32, int M, int N,
+                                 int K, cudaStream_t stream) {
+    if (z_f32)
+        ge_run<GeRowScale<float>, GE_ABT>(O, K, W, K, M, N, K, {r, (float *)Z, N}, stream);
+    else
+        ge_run<GeRowScale<bf16>, GE_ABT>(O, K, W, K, M, N, K, {r, (bf16 *)Z, N}, stream);
+}

@@ -1,0 +1,47 @@
+/* gemm.h: the C API of the GEMM-epilogue engine (kernels/cuda/gemm): plain bf16 GEMMs in the three layouts that
+ * training needs, and the two fused programs of DESIGN §4 built on the engine (K_res and the row-scaled GEMM).
+ * All matrices are row-major and packed (row stride = column count); operands bf16, accumulation fp32.
+ * TMA needs every operand's row length (its contiguous dimension) to be a multiple of 8 elements and its base
+ * 16-byte aligned; the launchers stop with a message otherwise. M, N, K need not be multiples of the tile. */
+#ifndef GEMM_ENGINE_H
+#define GEMM_ENGINE_H
+
+#include <cuda_runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The product C[M,N] = op(A) . op(B), named by how A and B are stored:
+ *   GE_ABT: A [M,K], B [N,K], C = A . B^T   (forward Y = X . W^T: both operands K-major)
+ *   GE_AB:  A [M,K], B [K,N], C = A . B     (data gradient dX = dY . W: B is N-major)
+ *   GE_ATB: A [K,M], B [K,N], C = A^T . B   (weight gradient dW = dY^T . X: both operands M/N-major) */
+typedef enum { GE_ABT = 0, GE_AB = 1, GE_ATB = 2 } ge_layout;
+
+/* C (bf16) = op(A) . op(B). */
+void ge_gemm_bf16(ge_layout layout, const void *A, const void *B, void *C, int M, int N, int K, cudaStream_t stream);
+
+/* C (fp32) = op(A) . op(B), or C += op(A) . op(B) when accumulate != 0. */
+void ge_gemm_f32(ge_layout layout, const void *A, const void *B, float *C, int accumulate, int M, int N, int K,
+                 cudaStream_t stream);
+
+/* K_res: D = A . W^T + res; O = D * gamma (gamma broadcast over rows); part[m, t] = sum over N-tile t of D[m,:]^2,
+ * with D as stored (bf16). A [M,K], W [N,K], res/D/O [M,N] bf16, gamma [N] fp32, part [M, ge_row_parts(N)] fp32. */
+void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
+                      float *part, int M, int N, int K, cudaStream_t stream);
+
+/* Partials per row that a row-partial program writes for an output of N columns (one per N-tile). */
+int ge_row_parts(int N);
+
+/* r[m] = rsqrt(sum_t part[m, t] / N + eps): the RMSNorm row scale from K_res's partials. */
+void ge_rms_finish(const float *part, int M, int N, float eps, float *r, cudaStream_t stream);
+
+/* Row-scaled GEMM: Z = r * (O . W^T). O [M,K], W [N,K] bf16, r [M] fp32; Z [M,N] bf16 (z_f32 == 0) or fp32. */
+void ge_gemm_rowscale(const void *O, const void *W, const float *r, void *Z, int z_f32, int M, int N, int K,
+                      cudaStream_t stream);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,336 @@
+/* bench_gemm.cu: the GEMM-epilogue engine against cuBLAS on the same GPU, in one invocation:
+ * 1. the Llama-3.2-1B training GEMMs with M = 8192 tokens (forward A.B^T bf16 out, data gradient A.B bf16 out,
+ *    weight gradient A^T.B fp32 accumulate) and 8192^3: TFLOP/s of each, ratio, geometric mean;
+ * 2. epilogue overhead: plain vs one extra output tile + a row partial reduction, and vs the full K_res program;
+ * 3. GEMM-residual-RMSNorm-GEMM on 16384 rows (D = 2048, 4096, 8192): the two bare cuBLAS GEMMs, cuBLAS + simple
+ *    separate kernels, and ours (K_res + r + row-scaled GEMM). scripts/bench_gemm_torch.py times torch.compile.
+ * Each time is the median of repeated cudaEvent timings after warm-up, on random data, rotating among input sets
+ * where one set would fit in L2. Before timing, each product is compared with cuBLAS (rel err column). */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cuda/gemm/gemm_engine.cuh"
+#include "kernels/cuda/gemm/gemm_programs.cuh"
+
+#define CK(call)                                                                                          \
+    do {                                                                                                  \
+        cudaError_t e_ = (call);                                                                          \
+        if (e_ != cudaSuccess) {                                                                          \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));        \
+            exit(2);                                                                                      \
+        }                                                                                                 \
+    } while (0)
+#define CB(call)                                                                                          \
+    do {                                                                                                  \
+        cublasStatus_t s_ = (call);                                                                       \
+        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                \
+            fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #call, (int)s_);                \
+            exit(2);                                                                                      \
+        }                                                                                                 \
+    } while (0)
+
+static cublasHandle_t blas;
+static const int WARM = 3, REPS = 20;
+static const size_t ROTATE_BYTES = 256ull << 20; /* rotate input sets until their total passes this (L2: 50 MB) */
+
+/* ---------------------------------------------------------------- device helpers */
+
+static __global__ void fill_kernel(bf16 *p, size_t n, uint64_t seed, float scale) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint64_t z = (i + 1) * 0x9E3779B97F4A7C15ull ^ seed;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        p[i] = __float2bfloat16(scale * ((float)(z >> 40) * 0x1.0p-24f * 2.0f - 1.0f));
+    }
+}
+static void *rand_bf16(size_t n, float scale) {
+    static uint64_t seed = 12345;
+    void *p;
+    CK(cudaMalloc(&p, n * 2));
+    fill_kernel<<<1024, 256>>>((bf16 *)p, n, seed += 0x51ED27, scale);
+    CK(cudaGetLastError());
+    return p;
+}
+static __global__ void fill_f32_kernel(float *p, size_t n, float v) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) p[i] = v;
+}
+static float *const_f32(size_t n, float v) {
+    float *p;
+    CK(cudaMalloc(&p, n * 4));
+    fill_f32_kernel<<<1024, 256>>>(p, n, v);
+    CK(cudaGetLastError());
+    return p;
+}
+
+/* sum (a-b)^2 and sum b^2 over n elements of two bf16 or fp32 arrays */
+template <class T>
+static __global__ void err_kernel(const T *a, const T *b, size_t n, double *acc) {
+    double num = 0, den = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const double x = (double)(float)a[i], y = (double)(float)b[i];
+        num += (x - y) * (x - y), den += y * y;
+    }
+    for (int o = 16; o > 0; o >>= 1) num += __shfl_xor_sync(~0u, num, o), den += __shfl_xor_sync(~0u, den, o);
+    if ((threadIdx.x & 31) == 0) atomicAdd(&acc[0], num), atomicAdd(&acc[1], den);
+}
+template <class T>
+static double rel_err(const T *a, const T *b, size_t n) {
+    double *d, h[2];
+    CK(cudaMalloc(&d, 16));
+    CK(cudaMemset(d, 0, 16));
+    err_kernel<<<1024, 256>>>(a, b, n, d);
+    CK(cudaMemcpy(h, d, 16, cudaMemcpyDeviceToHost));
+    CK(cudaFree(d));
+    return h[1] > 0 ? sqrt(h[0] / h[1]) : sqrt(h[0]);
+}
+
+/* Median of REPS event timings (ms) of f(i) after WARM calls; i counts calls, for rotating input sets. */
+template <class F>
+static float time_ms(F f) {
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    int i = 0;
+    for (; i < WARM; i++) f(i);
+    std::vector<float> t(REPS);
+    for (int r = 0; r < REPS; r++, i++) {
+        CK(cudaEventRecord(a));
+        f(i);
+        CK(cudaEventRecord(b));
+        CK(cudaEventSynchronize(b));
+        CK(cudaEventElapsedTime(&t[r], a, b));
+    }
+    CK(cudaGetLastError());
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    std::sort(t.begin(), t.end());
+    return t[REPS / 2];
+}
+
+/* cuBLAS C (row-major [M,N]) = op(A) . op(B) (+ beta C), as the column-major product C^T. */
+static void cublas_gemm(ge_layout l, const void *A, const void *B, void *C, cudaDataType_t ct, int M, int N, int K,
+                        float beta) {
+    const float alpha = 1.0f;
+    if (l == GE_ABT)
+        CB(cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16BF, K, A, CUDA_R_16BF, K, &beta,
+                        C, ct, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else if (l == GE_AB)
+        CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16BF, N, A, CUDA_R_16BF, K, &beta,
+                        C, ct, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else
+        CB(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, N, M, K, &alpha, B, CUDA_R_16BF, N, A, CUDA_R_16BF, M, &beta,
+                        C, ct, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+/* ---------------------------------------------------------------- 1. the training shapes */
+
+struct Shape {
+    const char *name;
+    ge_layout l;
+    int M, N, K;
+};
+
+static std::vector<double> ratios;
+
+static void bench_shape(const Shape &s) {
+    const bool f32 = s.l == GE_ATB; /* weight gradients: fp32, accumulated */
+    const size_t na = (size_t)s.M * s.K, nb = (size_t)s.N * s.K, nc = (size_t)s.M * s.N;
+    const size_t set_bytes = (na + nb) * 2;
+    int nset = 1;
+    while (nset < 16 && nset * set_bytes < ROTATE_BYTES) nset++;
+    std::vector<void *> A(nset), B(nset);
+    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f);
+    void *C1, *C2;
+    CK(cudaMalloc(&C1, nc * (f32 ? 4 : 2)));
+    CK(cudaMalloc(&C2, nc * (f32 ? 4 : 2)));
+
+    auto ours = [&](int i) {
+        if (f32)
+            ge_gemm_f32(s.l, A[i % nset], B[i % nset], (float *)C1, 1, s.M, s.N, s.K, 0);
+        else
+            ge_gemm_bf16(s.l, A[i % nset], B[i % nset], C1, s.M, s.N, s.K, 0);
+    };
+    auto theirs = [&](int i) {
+        cublas_gemm(s.l, A[i % nset], B[i % nset], C2, f32 ? CUDA_R_32F : CUDA_R_16BF, s.M, s.N, s.K, f32 ? 1.0f : 0.0f);
+    };
+    /* correctness first: one product each from zeroed outputs */
+    CK(cudaMemset(C1, 0, nc * (f32 ? 4 : 2)));
+    CK(cudaMemset(C2, 0, nc * (f32 ? 4 : 2)));
+    ours(0), theirs(0);
+    CK(cudaDeviceSynchronize());
+    const double err = f32 ? rel_err((const float *)C1, (const float *)C2, nc) : rel_err((const bf16 *)C1, (const bf16 *)C2, nc);
+
+    const float t_ours = time_ms(ours), t_blas = time_ms(theirs);
+    const double flop = 2.0 * s.M * s.N * s.K;
+    const double tf_ours = flop / t_ours * 1e-9, tf_blas = flop / t_blas * 1e-9;
+    ratios.push_back(tf_ours / tf_blas);
+    printf("%-22s %-6s %6d %6d %6d %-9s %8.1f %8.1f %6.3f %8.1e\n", s.name, s.l == GE_ABT ? "A.B^T" : s.l == GE_AB ? "A.B" : "A^T.B",
+           s.M, s.N, s.K, f32 ? "f32 +=" : "bf16", tf_ours, tf_blas, tf_ours / tf_blas, err);
+    fflush(stdout);
+    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); }
+    CK(cudaFree(C1));
+    CK(cudaFree(C2));
+}
+
+/* ---------------------------------------------------------------- 2. epilogue overhead */
+
+/* One extra output tile (a second bf16 copy of D) and a per-row partial sum of squares. */
+struct ExtraTileRowPartial : GeEpilogue {
+    struct Params {
+        bf16 *C, *C2;
+        float *part;
+        long ld, ldpart;
+    };
+    GeRowPartial<GeSum> ss;
+    __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float2 d = ge_store(p.C, p.ld, t, h, col, v[h]);
+            ge_store(p.C2, p.ld, t, h, col, d);
+            ss.add(t, h, col, ge_mul(d, d));
+        }
+    }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
+};
+
+static void bench_epilogue(int M, int N, int K) {
+    const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+    int nset = 1;
+    while (nset < 16 && nset * (na + nb) * 2 < ROTATE_BYTES) nset++;
+    std::vector<void *> A(nset), B(nset), R(nset);
+    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f), R[i] = rand_bf16(nc, 1.0f);
+    void *C, *C2, *O;
+    float *part, *gamma = const_f32(N, 1.0f);
+    CK(cudaMalloc(&C, nc * 2));
+    CK(cudaMalloc(&C2, nc * 2));
+    CK(cudaMalloc(&O, nc * 2));
+    CK(cudaMalloc(&part, (size_t)M * ge_row_parts(N) * 4));
+    const float t_plain = time_ms([&](int i) { ge_gemm_bf16(GE_ABT, A[i % nset], B[i % nset], C, M, N, K, 0); });
+    const float t_extra = time_ms([&](int i) {
+        const ExtraTileRowPartial::Params p = {(bf16 *)C, (bf16 *)C2, part, N, ge_row_parts(N)};
+        ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
+    });
+    const float t_res = time_ms([&](int i) {
+        ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, 0);
+    });
+    printf("%6d %6d %6d   plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)   K_res %7.3f ms (%+5.1f%%)\n", M, N,
+           K, t_plain, t_extra, 100.0 * (t_extra / t_plain - 1), t_res, 100.0 * (t_res / t_plain - 1));
+    fflush(stdout);
+    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
+    CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
+}
+
+/* ---------------------------------------------------------------- 3. GEMM-residual-RMSNorm-GEMM */
+
+/* The unfused middle: h = t + res; y = h * rsqrt(mean(h^2) + eps) * gamma. One block per row. */
+static __global__ void residual_rmsnorm_kernel(const bf16 *t, const bf16 *res, const float *gamma, float eps,
+                                               bf16 *h, bf16 *y, int D) {
+    const long row = blockIdx.x;
+    const __nv_bfloat162 *t2 = reinterpret_cast<const __nv_bfloat162 *>(t + row * D);
+    const __nv_bfloat162 *r2 = reinterpret_cast<const __nv_bfloat162 *>(res + row * D);
+    __nv_bfloat162 *h2 = reinterpret_cast<__nv_bfloat162 *>(h + row * D);
+    __nv_bfloat162 *y2 = reinterpret_cast<__nv_bfloat162 *>(y + row * D);
+    float ss = 0;
+    for (int i = threadIdx.x; i < D / 2; i += blockDim.x) {
+        const float2 a = __bfloat1622float2(t2[i]), b = __bfloat1622float2(r2[i]);
+        const __nv_bfloat162 s = __floats2bfloat162_rn(a.x + b.x, a.y + b.y);
+        h2[i] = s;
+        const float2 f = __bfloat1622float2(s);
+        ss += f.x * f.x + f.y * f.y;
+    }
+    __shared__ float red[32];
+    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(~0u, ss, o);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float tot = 0;
+    for (int w = 0; w < (int)(blockDim.x >> 5); w++) tot += red[w];
+    const float r = rsqrtf(tot / D + eps);
+    for (int i = threadIdx.x; i < D / 2; i += blockDim.x) {
+        const float2 f = __bfloat1622float2(h2[i]);
+        y2[i] = __floats2bfloat162_rn(f.x * r * gamma[2 * i], f.y * r * gamma[2 * i + 1]);
+    }
+}
+
+static void bench_norm_pattern(int M, int D) {
+    const size_t nx = (size_t)M * D, nw = (size_t)D * D;
+    void *X = rand_bf16(nx, 1.0f), *res = rand_bf16(nx, 1.0f), *W1 = rand_bf16(nw, 0.02f), *W2 = rand_bf16(nw, 0.02f);
+    float *gamma = const_f32(D, 1.0f), *part, *r;
+    void *T, *H, *Y, *Z, *Z2;
+    CK(cudaMalloc(&T, nx * 2)); CK(cudaMalloc(&H, nx * 2)); CK(cudaMalloc(&Y, nx * 2));
+    CK(cudaMalloc(&Z, nx * 2)); CK(cudaMalloc(&Z2, nx * 2));
+    CK(cudaMalloc(&part, (size_t)M * ge_row_parts(D) * 4)); CK(cudaMalloc(&r, (size_t)M * 4));
+    const float eps = 1e-5f;
+    auto bare = [&](int) {
+        cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f);
+        cublas_gemm(GE_ABT, Y, W2, Z, CUDA_R_16BF, M, D, D, 0.0f);
+    };
+    auto separate = [&](int) {
+        cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f);
+        residual_rmsnorm_kernel<<<M, 256>>>((const bf16 *)T, (const bf16 *)res, gamma, eps, (bf16 *)H, (bf16 *)Y, D);
+        cublas_gemm(GE_ABT, Y, W2, Z, CUDA_R_16BF, M, D, D, 0.0f);
+    };
+    auto fused = [&](int) {
+        ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0);
+        ge_rms_finish(part, M, D, eps, r, 0);
+        ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, 0);
+    };
+    separate(0), fused(0);
+    CK(cudaDeviceSynchronize());
+    const double err = rel_err((const bf16 *)Z2, (const bf16 *)Z, nx);
+    const float t0 = time_ms(bare), t1 = time_ms(separate), t2 = time_ms(fused);
+    printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours fused %7.3f ms (%.3fx)   rel err %.1e\n",
+           M, D, t0, t1, t1 / t0, t2, t2 / t0, err);
+    fflush(stdout);
+    CK(cudaFree(X)); CK(cudaFree(res)); CK(cudaFree(W1)); CK(cudaFree(W2)); CK(cudaFree(gamma));
+    CK(cudaFree(T)); CK(cudaFree(H)); CK(cudaFree(Y)); CK(cudaFree(Z)); CK(cudaFree(Z2)); CK(cudaFree(part)); CK(cudaFree(r));
+}
+
+int main(void) {
+    alarm(400);
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    CB(cublasCreate(&blas));
+    printf("# bench_gemm on %s (%d SMs, %.0f MB L2); median of %d timings after %d warm-up\n", prop.name,
+           prop.multiProcessorCount, prop.l2CacheSize / 1e6, REPS, WARM);
+
+    const int T = 8192;
+    const struct { const char *name; int N, K; } lin[] = {
+        {"qkv 2048->3072", 3072, 2048},   {"o 2048->2048", 2048, 2048},     {"gate+up 2048->16384", 16384, 2048},
+        {"down 8192->2048", 2048, 8192}, {"lm head 2048->128256", 128256, 2048}};
+    std::vector<Shape> shapes;
+    for (auto &x : lin) shapes.push_back({x.name, GE_ABT, T, x.N, x.K});  /* Y = X.W^T */
+    for (auto &x : lin) shapes.push_back({x.name, GE_AB, T, x.K, x.N});   /* dX = dY.W */
+    for (auto &x : lin) shapes.push_back({x.name, GE_ATB, x.N, x.K, T});  /* dW += dY^T.X */
+    shapes.push_back({"8192^3", GE_ABT, 8192, 8192, 8192});
+
+    printf("\n## 1. GEMMs: ours vs cuBLAS (TFLOP/s)\n");
+    printf("%-22s %-6s %6s %6s %6s %-9s %8s %8s %6s %8s\n", "shape", "layout", "M", "N", "K", "out", "ours", "cuBLAS",
+           "ratio", "rel err");
+    for (auto &s : shapes) bench_shape(s);
+    double lg = 0, mn = 1e9;
+    for (double r : ratios) lg += log(r), mn = fmin(mn, r);
+    printf("geomean ratio %.3f over %zu shapes, min %.3f (targets: >= 0.95, none < 0.85)\n", exp(lg / ratios.size()),
+           ratios.size(), mn);
+
+    printf("\n## 2. Epilogue overhead (A.B^T, bf16): target <= 5%% for one extra tile + a row partial\n");
+    bench_epilogue(8192, 2048, 2048);
+    bench_epilogue(8192, 3072, 2048);
+    bench_epilogue(8192, 2048, 8192);
+
+    printf("\n## 3. GEMM-residual-RMSNorm-GEMM (ratios to the two bare cuBLAS GEMMs; target <= 1.05x)\n");
+    for (int D : {2048, 4096, 8192}) bench_norm_pattern(16384, D);
+    cublasDestroy(blas);
+    return 0;
+}

@@ -1,0 +1,591 @@
+/* test_gemm.cu: the GEMM-epilogue engine (kernels/cuda/gemm) against cuBLAS and an fp64 CPU reference, on fresh
+ * random inputs (seed printed; GE_SEED=n repeats a run):
+ * - the plain GEMM in the three layouts, bf16 out, fp32 out and fp32 accumulate, ragged shapes, outputs poisoned
+ *   with NaN first and guard zones around them checked for stray writes;
+ * - each epilogue primitive on its own, through a small program defined here (that a program is a few lines
+ *   is the point of the engine): positions, maps, broadcasts, tile load/store, row/column partials, accumulate;
+ * - the two fused programs (K_res + the r reduction, the row-scaled GEMM) and their chain vs fp64 references.
+ * The fp64 reference covers a sample of rows (all columns) so that large shapes stay cheap on the CPU. */
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kernels/cuda/gemm/gemm_engine.cuh"
+#include "kernels/cuda/gemm/gemm_programs.cuh"
+#include "tests/test_util.h"
+
+#define CK(call)                                                                                          \
+    do {                                                                                                  \
+        cudaError_t e_ = (call);                                                                          \
+        if (e_ != cudaSuccess) {                                                                          \
+            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));        \
+            exit(2);                                                                                      \
+        }                                                                                                 \
+    } while (0)
+
+/* ---------------------------------------------------------------- host data */
+
+static uint64_t rng_state;
+static double rnd(void) { /* splitmix64 -> uniform [-1, 1) */
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-52 - 1.0;
+}
+
+static uint16_t f2bf_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+static float bf2f(uint16_t b) {
+    uint32_t u = (uint32_t)b << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static float bf_round(float x) { return bf2f(f2bf_bits(x)); }
+
+/* Host values (rounded to bf16 when `bf`) of offset + scale * U[-1,1). */
+static float *rand_host(size_t n, double offset, double scale, int bf) {
+    float *a = (float *)malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) {
+        a[i] = (float)(offset + scale * rnd());
+        if (bf) a[i] = bf_round(a[i]);
+    }
+    return a;
+}
+
+/* Device buffers with a poisoned guard zone of GUARD bytes on each side. */
+#define GUARD 4096
+static void *dev_alloc(size_t bytes) {
+    uint8_t *p;
+    CK(cudaMalloc(&p, bytes + 2 * GUARD));
+    CK(cudaMemset(p, 0xFF, bytes + 2 * GUARD));
+    return p + GUARD;
+}
+static void dev_free(void *p) { CK(cudaFree((uint8_t *)p - GUARD)); }
+static int guards_intact(const void *p, size_t bytes) {
+    static uint8_t h[GUARD];
+    for (int side = 0; side < 2; side++) {
+        const uint8_t *g = side ? (const uint8_t *)p + bytes : (const uint8_t *)p - GUARD;
+        CK(cudaMemcpy(h, g, GUARD, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < GUARD; i++)
+            if (h[i] != 0xFF) return 0;
+    }
+    return 1;
+}
+static void *dev_bf16(const float *h, size_t n) {
+    uint16_t *t = (uint16_t *)malloc(n * 2);
+    for (size_t i = 0; i < n; i++) t[i] = f2bf_bits(h[i]);
+    void *d = dev_alloc(n * 2);
+    CK(cudaMemcpy(d, t, n * 2, cudaMemcpyHostToDevice));
+    free(t);
+    return d;
+}
+static float *dev_f32(const float *h, size_t n) {
+    float *d = (float *)dev_alloc(n * 4);
+    CK(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
+    return d;
+}
+static void poison(void *d, size_t bytes) { CK(cudaMemset(d, 0xFF, bytes)); } /* NaN in bf16 and fp32 */
+static float *get_bf16(const void *d, size_t n) {
+    uint16_t *t = (uint16_t *)malloc(n * 2);
+    CK(cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost));
+    float *h = (float *)malloc(n * 4);
+    for (size_t i = 0; i < n; i++) h[i] = bf2f(t[i]);
+    free(t);
+    return h;
+}
+static float *get_f32(const float *d, size_t n) {
+    float *h = (float *)malloc(n * 4);
+    CK(cudaMemcpy(h, d, n * 4, cudaMemcpyDeviceToHost));
+    return h;
+}
+
+/* ---------------------------------------------------------------- references */
+
+/* op(A)(m, k) of a layout, on a packed host array. */
+static inline double opA(ge_layout l, const float *A, int M, int K, int m, int k) {
+    return l == GE_ATB ? A[(size_t)k * M + m] : A[(size_t)m * K + k];
+}
+
+/* The rows that the fp64 reference covers: the first, the last, and up to `extra` random ones. */
+static int pick_rows(int M, int extra, int *rows) {
+    int n = 0;
+    rows[n++] = 0;
+    if (M > 1) rows[n++] = M - 1;
+    for (int i = 0; i < extra && n < M; i++) rows[n++] = (int)((rnd() + 1.0) * 0.5 * M) % M;
+    return n;
+}
+
+/* ref[i, n] = sum_k op(A)(rows[i], k) op(B)(n, k), fp64. */
+static double *ref_rows(ge_layout l, const float *A, const float *B, int M, int N, int K, const int *rows, int nr) {
+    double *ref = (double *)calloc((size_t)nr * N, sizeof(double));
+    double *arow = (double *)malloc((size_t)K * sizeof(double));
+    for (int i = 0; i < nr; i++) {
+        for (int k = 0; k < K; k++) arow[k] = opA(l, A, M, K, rows[i], k);
+        double *out = ref + (size_t)i * N;
+        if (l == GE_ABT) {
+            for (int n = 0; n < N; n++) {
+                double s = 0;
+                const float *b = B + (size_t)n * K;
+                for (int k = 0; k < K; k++) s += arow[k] * b[k];
+                out[n] = s;
+            }
+        } else {
+            for (int k = 0; k < K; k++) {
+                const float *b = B + (size_t)k * N;
+                for (int n = 0; n < N; n++) out[n] += arow[k] * b[n];
+            }
+        }
+    }
+    free(arow);
+    return ref;
+}
+
+/* ||got[rows] - ref|| / ||ref|| over the sampled rows; NaN in got makes it NaN. */
+static double rel_err_rows(const float *got, const double *ref, const int *rows, int nr, int N) {
+    double num = 0, den = 0;
+    for (int i = 0; i < nr; i++)
+        for (int n = 0; n < N; n++) {
+            const double g = got[(size_t)rows[i] * N + n], r = ref[(size_t)i * N + n];
+            num += (g - r) * (g - r);
+            den += r * r;
+        }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+static double rel_err_full(const float *a, const float *b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        const double d = (double)a[i] - b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+static int all_finite(const float *a, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i])) return 0;
+    return 1;
+}
+
+/* cuBLAS C (row-major [M,N]) = op(A) . op(B), written as the column-major product C^T. */
+static cublasHandle_t blas;
+static void cublas_gemm(ge_layout l, const void *A, const void *B, void *C, cudaDataType_t ct, int M, int N, int K,
+                        float beta) {
+    const float alpha = 1.0f;
+    cublasStatus_t st;
+    if (l == GE_ABT)
+        st = cublasGemmEx(blas, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16BF, K, A, CUDA_R_16BF, K,
+                          &beta, C, ct, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    else if (l == GE_AB)
+        st = cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &alpha, B, CUDA_R_16BF, N, A, CUDA_R_16BF, K,
+                          &beta, C, ct, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    else
+        st = cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_T, N, M, K, &alpha, B, CUDA_R_16BF, N, A, CUDA_R_16BF, M,
+                          &beta, C, ct, N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cublasGemmEx failed: %d\n", (int)st);
+        exit(2);
+    }
+}
+
+static const char *lname(ge_layout l) { return l == GE_ABT ? "A.B^T" : l == GE_AB ? "A.B" : "A^T.B"; }
+
+/* ---------------------------------------------------------------- plain GEMM */
+
+static void test_plain(ge_layout l, int M, int N, int K) {
+    const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+    float *A = rand_host(na, 0, 1, 1), *B = rand_host(nb, 0, 1, 1), *C0 = rand_host(nc, 0, 4, 0);
+    void *dA = dev_bf16(A, na), *dB = dev_bf16(B, nb);
+    void *dC16 = dev_alloc(nc * 2);
+    float *dC32 = (float *)dev_alloc(nc * 4), *dRef = (float *)dev_alloc(nc * 4);
+    int rows[64];
+    const int nr = pick_rows(M, 48, rows);
+    double *ref = ref_rows(l, A, B, M, N, K, rows, nr);
+    char tag[128];
+    snprintf(tag, sizeof tag, "%s %d x %d x %d", lname(l), M, N, K);
+
+    /* bf16 out */
+    poison(dC16, nc * 2);
+    ge_gemm_bf16(l, dA, dB, dC16, M, N, K, 0);
+    CK(cudaDeviceSynchronize());
+    float *c16 = get_bf16(dC16, nc);
+    cublas_gemm(l, dA, dB, dRef, CUDA_R_32F, M, N, K, 0.0f);
+    CK(cudaDeviceSynchronize());
+    float *cref = get_f32(dRef, nc);
+    double e64 = rel_err_rows(c16, ref, rows, nr, N), eb = rel_err_full(c16, cref, nc);
+    CHECK(all_finite(c16, nc) && guards_intact(dC16, nc * 2) && e64 < 5e-3 && eb < 5e-3,
+          "plain %s bf16 out: every element written, guards intact; rel err vs fp64 %.2e, vs cuBLAS fp32 %.2e", tag,
+          e64, eb);
+
+    /* fp32 out */
+    poison(dC32, nc * 4);
+    ge_gemm_f32(l, dA, dB, dC32, 0, M, N, K, 0);
+    CK(cudaDeviceSynchronize());
+    float *c32 = get_f32(dC32, nc);
+    e64 = rel_err_rows(c32, ref, rows, nr, N);
+    eb = rel_err_full(c32, cref, nc);
+    CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < 1e-5 && eb < 1e-5,
+          "plain %s fp32 out: every element written, guards intact; rel err vs fp64 %.2e, vs cuBLAS %.2e", tag, e64,
+          eb);
+
+    /* fp32 accumulate: C = C0 + op(A) op(B) */
+    CK(cudaMemcpy(dC32, C0, nc * 4, cudaMemcpyHostToDevice));
+    ge_gemm_f32(l, dA, dB, dC32, 1, M, N, K, 0);
+    CK(cudaMemcpy(dRef, C0, nc * 4, cudaMemcpyHostToDevice));
+    cublas_gemm(l, dA, dB, dRef, CUDA_R_32F, M, N, K, 1.0f);
+    CK(cudaDeviceSynchronize());
+    free(c32);
+    free(cref);
+    c32 = get_f32(dC32, nc);
+    cref = get_f32(dRef, nc);
+    for (int i = 0; i < nr; i++)
+        for (int n = 0; n < N; n++) ref[(size_t)i * N + n] += C0[(size_t)rows[i] * N + n];
+    e64 = rel_err_rows(c32, ref, rows, nr, N);
+    eb = rel_err_full(c32, cref, nc);
+    CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < 1e-5 && eb < 1e-5,
+          "plain %s fp32 accumulate (C += ...): rel err vs fp64 %.2e, vs cuBLAS beta=1 %.2e", tag, e64, eb);
+
+    free(A), free(B), free(C0), free(ref), free(c16), free(c32), free(cref);
+    dev_free(dA), dev_free(dB), dev_free(dC16), dev_free(dC32), dev_free(dRef);
+}
+
+/* ---------------------------------------------------------------- primitives, one program each */
+
+/* Primitive 1 (positions): each register knows its row and column. out = row * N + col exactly (+ 0 * acc). */
+struct PPos : GeEpilogue {
+    struct Params { float *out; };
+    __device__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        for (int h = 0; h < 2; h++) {
+            const float base = (float)t.row[h] * (float)t.N + (float)col;
+            ge_store(p.out, t.N, t, h, col, make_float2(base + 0.0f * v[h].x, base + 1.0f + 0.0f * v[h].y));
+        }
+    }
+};
+/* Primitive 1 (maps): out1 = 2 acc + 1 elementwise; out2 = the pair rotated by an angle of (row, col/2). */
+struct PMap : GeEpilogue {
+    struct Params { float *out1, *out2; };
+    __device__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        for (int h = 0; h < 2; h++) {
+            ge_store(p.out1, t.N, t, h, col, ge_add(ge_scale(v[h], 2.0f), make_float2(1.0f, 1.0f)));
+            const float th = 0.01f * (col / 2) + 0.001f * t.row[h];
+            ge_store(p.out2, t.N, t, h, col, ge_rotate(v[h], __cosf(th), __sinf(th)));
+        }
+    }
+};
+/* Primitive 2: out = acc * rv[row] * cv[col] + cb[col]. */
+struct PVec : GeEpilogue {
+    struct Params { const float *rv, *cv, *cb; float *out; };
+    __device__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        const float2 cv = ge_col_vec(p.cv, t, col), cb = ge_col_vec(p.cb, t, col);
+        for (int h = 0; h < 2; h++)
+            ge_store(p.out, t.N, t, h, col, ge_add(ge_mul(ge_scale(v[h], ge_row_vec(p.rv, t, h)), cv), cb));
+    }
+};
+/* Primitive 3: out (bf16) = acc + X (bf16 tile load); out2 (fp32) = 2 acc (a second output tile). */
+struct PTile : GeEpilogue {
+    struct Params { const bf16 *X; bf16 *out; float *out2; };
+    __device__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        for (int h = 0; h < 2; h++) {
+            ge_store(p.out, t.N, t, h, col, ge_add(v[h], ge_load(p.X, t.N, t, h, col)));
+            ge_store(p.out2, t.N, t, h, col, ge_scale(v[h], 2.0f));
+        }
+    }
+};
+/* Primitive 4 (rows): psum[row, tn] = sum of acc over the tile's columns, pmax[row, tn] = max. */
+struct PRowPart : GeEpilogue {
+    struct Params { float *psum, *pmax; int nparts; };
+    GeRowPartial<GeSum> s;
+    GeRowPartial<GeMax> m;
+    __device__ void begin(const Params &, const GeTile &) { s.reset(), m.reset(); }
+    __device__ void frag(const Params &, const GeTile &t, int col, float2 (&v)[2]) {
+        for (int h = 0; h < 2; h++) s.add(t, h, col, v[h]), m.add(t, h, col, v[h]);
+    }
+    __device__ void end(const Params &p, const GeTile &t) { s.store(p.psum, p.nparts, t), m.store(p.pmax, p.nparts, t); }
+};
+/* Primitive 4 (columns): pcol[tm, col] = sum of acc * x over the tile's rows (x a bf16 tile, as dgamma needs). */
+struct PColPart : GeEpilogue {
+    static constexpr bool kColPartials = true;
+    struct Params { const bf16 *X; float *pcol; };
+    __device__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        ge_col_partial_add(t, col, ge_mul(v[0], ge_load(p.X, t.N, t, 0, col)),
+                           ge_mul(v[1], ge_load(p.X, t.N, t, 1, col)), GE_BN);
+    }
+    __device__ void end(const Params &p, const GeTile &t) { ge_col_partial_store(p.pcol, t.N, t, GE_BN); }
+};
+
+template <class P>
+static void run_abt(const void *A, const void *B, int M, int N, int K, const typename P::Params &p) {
+    ge_run<P, GE_ABT>(A, K, B, K, M, N, K, p, 0);
+    CK(cudaDeviceSynchronize());
+}
+
+static void test_primitives(int M, int N, int K) {
+    const size_t nc = (size_t)M * N;
+    float *A = rand_host((size_t)M * K, 0, 1, 1), *B = rand_host((size_t)N * K, 0, 1, 1);
+    void *dA = dev_bf16(A, (size_t)M * K), *dB = dev_bf16(B, (size_t)N * K);
+    int rows[64];
+    const int nr = pick_rows(M, 40, rows);
+    double *acc = ref_rows(GE_ABT, A, B, M, N, K, rows, nr);
+    double *ref = (double *)calloc(nc, sizeof(double)); /* scratch, [nr, N] */
+    float *o1 = (float *)dev_alloc(nc * 4), *o2 = (float *)dev_alloc(nc * 4);
+    char tag[64];
+    snprintf(tag, sizeof tag, "%d x %d x %d", M, N, K);
+
+    { /* positions */
+        poison(o1, nc * 4);
+        run_abt<PPos>(dA, dB, M, N, K, {o1});
+        float *h = get_f32(o1, nc);
+        size_t bad = 0;
+        for (size_t i = 0; i < nc; i++) bad += h[i] != (float)i;
+        CHECK(bad == 0 && guards_intact(o1, nc * 4), "primitive positions %s: out[row, col] == row*N + col everywhere (%zu wrong)", tag, bad);
+        free(h);
+    }
+    { /* maps */
+        poison(o1, nc * 4), poison(o2, nc * 4);
+        run_abt<PMap>(dA, dB, M, N, K, {o1, o2});
+        float *h1 = get_f32(o1, nc), *h2 = get_f32(o2, nc);
+        for (int i = 0; i < nr; i++)
+            for (int n = 0; n < N; n++) ref[(size_t)i * N + n] = 2 * acc[(size_t)i * N + n] + 1;
+        const double e1 = rel_err_rows(h1, ref, rows, nr, N);
+        for (int i = 0; i < nr; i++)
+            for (int n = 0; n < N; n += 2) {
+                const double th = 0.01f * (n / 2) + 0.001f * rows[i];
+                const double a = acc[(size_t)i * N + n], b = n + 1 < N ? acc[(size_t)i * N + n + 1] : 0.0;
+                ref[(size_t)i * N + n] = a * cos(th) - b * sin(th);
+                if (n + 1 < N) ref[(size_t)i * N + n + 1] = b * cos(th) + a * sin(th);
+            }
+        const double e2 = rel_err_rows(h2, ref, rows, nr, N);
+        CHECK(all_finite(h1, nc) && all_finite(h2, nc) && e1 < 1e-5 && e2 < 1e-5,
+              "primitive maps %s: elementwise 2*acc+1 rel err %.2e, pairwise rotation rel err %.2e", tag, e1, e2);
+        free(h1), free(h2);
+    }
+    { /* broadcasts */
+        float *rv = rand_host(M, 1, 0.5, 0), *cv = rand_host(N, 1, 0.5, 0), *cb = rand_host(N, 0, 1, 0);
+        float *drv = dev_f32(rv, M), *dcv = dev_f32(cv, N), *dcb = dev_f32(cb, N);
+        poison(o1, nc * 4);
+        run_abt<PVec>(dA, dB, M, N, K, {drv, dcv, dcb, o1});
+        float *h = get_f32(o1, nc);
+        for (int i = 0; i < nr; i++)
+            for (int n = 0; n < N; n++) ref[(size_t)i * N + n] = acc[(size_t)i * N + n] * rv[rows[i]] * cv[n] + cb[n];
+        const double e = rel_err_rows(h, ref, rows, nr, N);
+        CHECK(all_finite(h, nc) && e < 1e-5, "primitive broadcasts %s: acc * r[row] * g[col] + b[col] rel err %.2e", tag, e);
+        free(h), free(rv), free(cv), free(cb), dev_free(drv), dev_free(dcv), dev_free(dcb);
+    }
+    { /* tile load + second output */
+        float *X = rand_host(nc, 0, 4, 1);
+        void *dX = dev_bf16(X, nc), *d16 = dev_alloc(nc * 2);
+        poison(d16, nc * 2), poison(o2, nc * 4);
+        run_abt<PTile>(dA, dB, M, N, K, {(const bf16 *)dX, (bf16 *)d16, o2});
+        float *h1 = get_bf16(d16, nc), *h2 = get_f32(o2, nc);
+        for (int i = 0; i < nr; i++)
+            for (int n = 0; n < N; n++) ref[(size_t)i * N + n] = acc[(size_t)i * N + n] + X[(size_t)rows[i] * N + n];
+        const double e1 = rel_err_rows(h1, ref, rows, nr, N);
+        for (int i = 0; i < nr; i++)
+            for (int n = 0; n < N; n++) ref[(size_t)i * N + n] = 2 * acc[(size_t)i * N + n];
+        const double e2 = rel_err_rows(h2, ref, rows, nr, N);
+        CHECK(all_finite(h1, nc) && all_finite(h2, nc) && guards_intact(d16, nc * 2) && e1 < 5e-3 && e2 < 1e-5,
+              "primitive tiles %s: bf16 out = acc + X (tile load) rel err %.2e; second fp32 output 2*acc rel err %.2e",
+              tag, e1, e2);
+        free(X), free(h1), free(h2), dev_free(dX), dev_free(d16);
+    }
+    { /* row partials (sum and max) */
+        const int np = ge_row_parts(N);
+        float *ds = (float *)dev_alloc((size_t)M * np * 4), *dm = (float *)dev_alloc((size_t)M * np * 4);
+        poison(ds, (size_t)M * np * 4), poison(dm, (size_t)M * np * 4);
+        run_abt<PRowPart>(dA, dB, M, N, K, {ds, dm, np});
+        float *hs = get_f32(ds, (size_t)M * np), *hm = get_f32(dm, (size_t)M * np);
+        double num = 0, den = 0, maxerr = 0;
+        for (int i = 0; i < nr; i++)
+            for (int t = 0; t < np; t++) {
+                double s = 0, mx = -INFINITY;
+                for (int n = t * GE_BN; n < N && n < (t + 1) * GE_BN; n++) {
+                    s += acc[(size_t)i * N + n];
+                    mx = fmax(mx, acc[(size_t)i * N + n]);
+                }
+                const double gs = hs[(size_t)rows[i] * np + t], gm = hm[(size_t)rows[i] * np + t];
+                num += (gs - s) * (gs - s), den += s * s;
+                maxerr = fmax(maxerr, isfinite(gm) ? fabs(gm - mx) / fabs(mx) : INFINITY);
+            }
+        const double e = sqrt(num / den);
+        CHECK(all_finite(hs, (size_t)M * np) && all_finite(hm, (size_t)M * np) && e < 1e-5 && maxerr < 1e-5,
+              "primitive row partials %s (%d per row): sums rel err %.2e, maxima rel err %.2e", tag, np, e, maxerr);
+        free(hs), free(hm), dev_free(ds), dev_free(dm);
+    }
+    { /* column partials: sum over each M-tile of acc * X */
+        const int mt = (M + GE_BM - 1) / GE_BM;
+        float *X = rand_host(nc, 0, 1, 1);
+        void *dX = dev_bf16(X, nc);
+        float *dp = (float *)dev_alloc((size_t)mt * N * 4);
+        poison(dp, (size_t)mt * N * 4);
+        run_abt<PColPart>(dA, dB, M, N, K, {(const bf16 *)dX, dp});
+        float *hp = get_f32(dp, (size_t)mt * N);
+        /* full fp64 reference for 3 M-tiles (first, a middle one, last): needs all their rows */
+        int tms[3] = {0, mt / 2, mt - 1}, trows[GE_BM];
+        double num = 0, den = 0;
+        for (int q = 0; q < 3; q++) {
+            int n_tr = 0;
+            for (int m = tms[q] * GE_BM; m < M && m < (tms[q] + 1) * GE_BM; m++) trows[n_tr++] = m;
+            double *tacc = ref_rows(GE_ABT, A, B, M, N, K, trows, n_tr);
+            for (int n = 0; n < N; n++) {
+                double s = 0;
+                for (int i = 0; i < n_tr; i++) s += tacc[(size_t)i * N + n] * X[(size_t)trows[i] * N + n];
+                const double g = hp[(size_t)tms[q] * N + n];
+                num += (g - s) * (g - s), den += s * s;
+            }
+            free(tacc);
+        }
+        const double e = sqrt(num / den);
+        CHECK(all_finite(hp, (size_t)mt * N) && guards_intact(dp, (size_t)mt * N * 4) && e < 1e-5,
+              "primitive column partials %s (%d M-tiles): sum over rows of acc*X rel err %.2e", tag, mt, e);
+        free(X), free(hp), dev_free(dX), dev_free(dp);
+    }
+    { /* accumulate into a bf16 output */
+        float *C0 = rand_host(nc, 0, 8, 1);
+        void *d16 = dev_bf16(C0, nc);
+        run_abt<GeStore<bf16, true>>(dA, dB, M, N, K, {(bf16 *)d16, N});
+        float *h = get_bf16(d16, nc);
+        for (int i = 0; i < nr; i++)
+            for (int n = 0; n < N; n++) ref[(size_t)i * N + n] = acc[(size_t)i * N + n] + C0[(size_t)rows[i] * N + n];
+        const double e = rel_err_rows(h, ref, rows, nr, N);
+        CHECK(all_finite(h, nc) && guards_intact(d16, nc * 2) && e < 5e-3,
+              "primitive accumulate %s: bf16 C += acc rel err %.2e", tag, e);
+        free(C0), free(h), dev_free(d16);
+    }
+    free(A), free(B), free(acc), free(ref), dev_free(dA), dev_free(dB), dev_free(o1), dev_free(o2);
+}
+
+/* ---------------------------------------------------------------- the fused programs */
+
+/* K_res + r, then Z = r * (O . W2^T) (bf16 and fp32), vs fp64 references of the unfused math on sampled rows. */
+static void test_fused(int M, int N, int K, int N2) {
+    const float eps = 1e-5f;
+    const size_t nd = (size_t)M * N;
+    float *A = rand_host((size_t)M * K, 0, 1, 1), *W = rand_host((size_t)N * K, 0, 0.05, 1);
+    float *res = rand_host(nd, 0, 1, 1), *gamma = rand_host(N, 1, 0.2, 0), *W2 = rand_host((size_t)N2 * N, 0, 0.05, 1);
+    void *dA = dev_bf16(A, (size_t)M * K), *dW = dev_bf16(W, (size_t)N * K), *dres = dev_bf16(res, nd);
+    void *dW2 = dev_bf16(W2, (size_t)N2 * N);
+    float *dgamma = dev_f32(gamma, N);
+    const int np = ge_row_parts(N);
+    void *dD = dev_alloc(nd * 2), *dO = dev_alloc(nd * 2), *dZ16 = dev_alloc((size_t)M * N2 * 2);
+    float *dpart = (float *)dev_alloc((size_t)M * np * 4), *dr = (float *)dev_alloc((size_t)M * 4);
+    float *dZ32 = (float *)dev_alloc((size_t)M * N2 * 4);
+    poison(dD, nd * 2), poison(dO, nd * 2), poison(dpart, (size_t)M * np * 4), poison(dr, (size_t)M * 4);
+    poison(dZ16, (size_t)M * N2 * 2), poison(dZ32, (size_t)M * N2 * 4);
+
+    ge_gemm_res_norm(dA, dW, dres, dgamma, dD, dO, dpart, M, N, K, 0);
+    ge_rms_finish(dpart, M, N, eps, dr, 0);
+    ge_gemm_rowscale(dO, dW2, dr, dZ16, 0, M, N2, N, 0);
+    ge_gemm_rowscale(dO, dW2, dr, dZ32, 1, M, N2, N, 0);
+    CK(cudaDeviceSynchronize());
+    float *D = get_bf16(dD, nd), *O = get_bf16(dO, nd), *r = get_f32(dr, M);
+    float *Z16 = get_bf16(dZ16, (size_t)M * N2), *Z32 = get_f32(dZ32, (size_t)M * N2);
+
+    int rows[64];
+    const int nr = pick_rows(M, 40, rows);
+    double *h = ref_rows(GE_ABT, A, W, M, N, K, rows, nr); /* -> D_ref in place */
+    double *o_ref = (double *)malloc((size_t)nr * N * sizeof(double)), *r_ref = (double *)malloc(nr * sizeof(double));
+    double rnum = 0, rden = 0;
+    for (int i = 0; i < nr; i++) {
+        double ss = 0;
+        for (int n = 0; n < N; n++) {
+            double *d = &h[(size_t)i * N + n];
+            *d += res[(size_t)rows[i] * N + n];
+            ss += *d * *d;
+            o_ref[(size_t)i * N + n] = *d * gamma[n];
+        }
+        r_ref[i] = 1.0 / sqrt(ss / N + eps);
+        rnum += (r[rows[i]] - r_ref[i]) * (r[rows[i]] - r_ref[i]), rden += r_ref[i] * r_ref[i];
+    }
+    const double eD = rel_err_rows(D, h, rows, nr, N), eO = rel_err_rows(O, o_ref, rows, nr, N);
+    const double er = sqrt(rnum / rden);
+    CHECK(all_finite(D, nd) && all_finite(O, nd) && all_finite(r, M) && guards_intact(dD, nd * 2) &&
+              guards_intact(dO, nd * 2) && eD < 5e-3 && eO < 5e-3 && er < 1e-3,
+          "fused K_res %d x %d x %d: D = A.W^T + res rel err %.2e, O = D*gamma %.2e, r (from partials) %.2e", M, N, K,
+          eD, eO, er);
+
+    /* Z = rmsnorm(D) . W2^T in fp64 from the unrounded reference D */
+    double *z_ref = (double *)calloc((size_t)nr * N2, sizeof(double));
+    for (int i = 0; i < nr; i++)
+        for (int j = 0; j < N2; j++) {
+            double s = 0;
+            for (int n = 0; n < N; n++) s += o_ref[(size_t)i * N + n] * W2[(size_t)j * N + n];
+            z_ref[(size_t)i * N2 + j] = r_ref[i] * s;
+        }
+    const double ez16 = rel_err_rows(Z16, z_ref, rows, nr, N2), ez32 = rel_err_rows(Z32, z_ref, rows, nr, N2);
+    CHECK(all_finite(Z16, (size_t)M * N2) && all_finite(Z32, (size_t)M * N2) && ez16 < 1e-2 && ez32 < 1e-2,
+          "fused row-scaled GEMM Z = r*(O.W2^T), %d x %d x %d: bf16 Z rel err %.2e, fp32 Z %.2e (chain vs unfused fp64)",
+          M, N2, N, ez16, ez32);
+
+    /* the row-scaled GEMM alone, against fp64 of its own inputs (O and r as the GPU stored them) */
+    double *zo = (double *)calloc((size_t)nr * N2, sizeof(double));
+    for (int i = 0; i < nr; i++)
+        for (int j = 0; j < N2; j++) {
+            double s = 0;
+            for (int n = 0; n < N; n++) s += (double)O[(size_t)rows[i] * N + n] * W2[(size_t)j * N + n];
+            zo[(size_t)i * N2 + j] = r[rows[i]] * s;
+        }
+    const double eo32 = rel_err_rows(Z32, zo, rows, nr, N2), eo16 = rel_err_rows(Z16, zo, rows, nr, N2);
+    CHECK(eo32 < 1e-5 && eo16 < 5e-3, "fused row-scaled GEMM alone: fp32 Z rel err %.2e, bf16 Z %.2e", eo32, eo16);
+
+    free(A), free(W), free(res), free(gamma), free(W2), free(D), free(O), free(r), free(Z16), free(Z32);
+    free(h), free(o_ref), free(r_ref), free(z_ref), free(zo);
+    dev_free(dA), dev_free(dW), dev_free(dres), dev_free(dW2), dev_free(dgamma), dev_free(dD), dev_free(dO);
+    dev_free(dZ16), dev_free(dpart), dev_free(dr), dev_free(dZ32);
+}
+
+int main(void) {
+    alarm(300); /* a deadlocked pipeline ends the test instead of the machine's lease */
+    const char *seed = getenv("GE_SEED");
+    rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL);
+    printf("# test_gemm: seed %llu (GE_SEED=%llu repeats it)\n", (unsigned long long)rng_state,
+           (unsigned long long)rng_state);
+    int dev = 0;
+    cudaDeviceProp prop;
+    CK(cudaGetDevice(&dev));
+    CK(cudaGetDeviceProperties(&prop, dev));
+    if (prop.major != 9) {
+        printf("# test_gemm: %s is not a Hopper GPU (sm_%d%d): skipped\n", prop.name, prop.major, prop.minor);
+        return 0;
+    }
+    if (cublasCreate(&blas) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "cublasCreate failed\n");
+        return 2;
+    }
+
+    /* A.B^T: only K (the rows' length) must be a multiple of 8 */
+    test_plain(GE_ABT, 8191, 2047, 1000);
+    test_plain(GE_ABT, 1, 8, 16);
+    test_plain(GE_ABT, 1, 3, 8);
+    test_plain(GE_ABT, 128, 256, 64);
+    test_plain(GE_ABT, 300, 777, 8192);
+    /* A.B: K and N multiples of 8 */
+    test_plain(GE_AB, 8191, 2040, 1000);
+    test_plain(GE_AB, 1, 8, 16);
+    test_plain(GE_AB, 333, 264, 8);
+    /* A^T.B: M and N multiples of 8, K free */
+    test_plain(GE_ATB, 2040, 1000, 8191);
+    test_plain(GE_ATB, 8, 8, 16);
+    test_plain(GE_ATB, 8, 16, 1);
+    test_plain(GE_ATB, 264, 520, 100);
+
+    test_primitives(300, 520, 136);
+    test_primitives(1000, 777, 64);
+
+    test_fused(1000, 2000, 264, 520);
+    test_fused(4096, 2048, 2048, 2048);
+
+    cublasDestroy(blas);
+    return test_summary();
+}
