@@ -20,6 +20,12 @@
 #ifndef ATT_DKDV_WARPS
 #define ATT_DKDV_WARPS 4
 #endif
+/* Blocks per multiprocessor that the backward kernels ask the register allocator for, at head dim <= 64 (at 128 the
+ * accumulators need every register of one block). */
+#ifndef ATT_BWD_MINB
+#define ATT_BWD_MINB 3
+#endif
+#define ATT_BWD_MINB_OF(HD) ((HD) <= 64 ? ATT_BWD_MINB : 1)
 #define ATT_BN 64 /* keys per K/V tile (forward, dQ) */
 #define ATT_LOG2E 1.4426950408889634f
 

@@ -36,7 +36,7 @@ struct DkdvTile {
 };
 
 template <int HD, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS) attn_bwd_dkdv_kernel(const bf16 *qkv, const bf16 *dy, const float *lse,
+__global__ void __launch_bounds__(32 * WARPS, ATT_BWD_MINB_OF(HD)) attn_bwd_dkdv_kernel(const bf16 *qkv, const bf16 *dy, const float *lse,
                                                                    const float *Dq, bf16 *dqkv, AttnDims d) {
     constexpr int BQ = DkdvTile<HD>::BQ, BM = 16 * WARPS, NT = 32 * WARPS;
     extern __shared__ __align__(16) unsigned char smem[];
@@ -109,7 +109,7 @@ __global__ void __launch_bounds__(32 * WARPS) attn_bwd_dkdv_kernel(const bf16 *q
 }
 
 template <int HD, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS) attn_bwd_dq_kernel(const bf16 *qkv, const bf16 *dy, const float *lse,
+__global__ void __launch_bounds__(32 * WARPS, ATT_BWD_MINB_OF(HD)) attn_bwd_dq_kernel(const bf16 *qkv, const bf16 *dy, const float *lse,
                                                                  const float *Dq, bf16 *dqkv, AttnDims d) {
     constexpr int BM = 16 * WARPS, NT = 32 * WARPS;
     extern __shared__ __align__(16) unsigned char smem[];
