@@ -200,6 +200,10 @@ static void cublas_gemm(ge_layout l, const void *A, const void *B, void *C, cuda
     }
 }
 
+/* Tolerance of an fp32-output product of depth K against fp64 (or another fp32 order): fp32 accumulation error
+ * grows like sqrt(K) (about 4e-8 sqrt(K) expected); bf16 rounding would be ~1e-3, far above. */
+static double tol32(int K) { return 1e-6 * sqrt((double)K) + 1e-6; }
+
 static const char *lname(ge_layout l) { return l == GE_ABT ? "A.B^T" : l == GE_AB ? "A.B" : "A^T.B"; }
 
 /* ---------------------------------------------------------------- plain GEMM */
@@ -236,7 +240,7 @@ static void test_plain(ge_layout l, int M, int N, int K) {
     float *c32 = get_f32(dC32, nc);
     e64 = rel_err_rows(c32, ref, rows, nr, N);
     eb = rel_err_full(c32, cref, nc);
-    CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < 1e-5 && eb < 1e-5,
+    CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < tol32(K) && eb < tol32(K),
           "plain %s fp32 out: every element written, guards intact; rel err vs fp64 %.2e, vs cuBLAS %.2e", tag, e64,
           eb);
 
@@ -254,7 +258,7 @@ static void test_plain(ge_layout l, int M, int N, int K) {
         for (int n = 0; n < N; n++) ref[(size_t)i * N + n] += C0[(size_t)rows[i] * N + n];
     e64 = rel_err_rows(c32, ref, rows, nr, N);
     eb = rel_err_full(c32, cref, nc);
-    CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < 1e-5 && eb < 1e-5,
+    CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < tol32(K) && eb < tol32(K),
           "plain %s fp32 accumulate (C += ...): rel err vs fp64 %.2e, vs cuBLAS beta=1 %.2e", tag, e64, eb);
 
     free(A), free(B), free(C0), free(ref), free(c16), free(c32), free(cref);
@@ -537,7 +541,7 @@ static void test_fused(int M, int N, int K, int N2) {
             zo[(size_t)i * N2 + j] = r[rows[i]] * s;
         }
     const double eo32 = rel_err_rows(Z32, zo, rows, nr, N2), eo16 = rel_err_rows(Z16, zo, rows, nr, N2);
-    CHECK(eo32 < 1e-5 && eo16 < 5e-3, "fused row-scaled GEMM alone: fp32 Z rel err %.2e, bf16 Z %.2e", eo32, eo16);
+    CHECK(eo32 < tol32(N) && eo16 < 5e-3, "fused row-scaled GEMM alone: fp32 Z rel err %.2e, bf16 Z %.2e", eo32, eo16);
 
     free(A), free(W), free(res), free(gamma), free(W2), free(D), free(O), free(r), free(Z16), free(Z32);
     free(h), free(o_ref), free(r_ref), free(z_ref), free(zo);
@@ -546,7 +550,7 @@ static void test_fused(int M, int N, int K, int N2) {
 }
 
 int main(void) {
-    alarm(300); /* a deadlocked pipeline ends the test instead of the machine's lease */
+    alarm(120); /* a deadlocked pipeline ends the test instead of the machine's lease */
     const char *seed = getenv("GE_SEED");
     rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL);
     printf("# test_gemm: seed %llu (GE_SEED=%llu repeats it)\n", (unsigned long long)rng_state,
