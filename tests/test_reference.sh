@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# test_reference.sh: ./train (CPU, fp32) against the PyTorch reference scripts/reference.py, on a small config and the
+# first 26 kB of TinyShakespeare (byte vocabulary, 4 training shards so that the shard shuffle, batches spanning two
+# shards and the end-of-epoch rule all occur). One PASS or FAIL line per check:
+#   1. ./train -n 0 writes step_00000000, and it equals (bit for bit) the documented init computed independently in
+#      Python (tests/ref_fixture.py); also with --export-dtype bf16 (= the fp32 values rounded to nearest even);
+#   2. 60 steps (gradient accumulation 2, clipping active in the first ~20 steps, llama3 rope_scaling, GQA, tied
+#      embeddings, cosine schedule, more than one epoch): reference.py from step_00000000 logs the same losses,
+#      validation losses and grad norms, and ends with the same weights as ./train's step_00000060;
+#   3. the exported checkpoints step_00000010 and step_00000050, loaded by reference.py --score-step, give the loss that
+#      ./train logged for the next step (the same weights, the same batches);
+#   4. an untied model with the wsd schedule, no clipping and no accumulation, 20 steps, agrees the same way.
+# Bounds, from measurements on this project's 2-core machine (README, "Comparing against the PyTorch reference"):
+LOSS_TOL=1e-5     # max |loss difference| over the steps (measured 4.9e-7 over 60 steps; 2.0e-7 over 20, untied)
+GNORM_RTOL=1e-4   # max relative grad-norm difference (measured 3.3e-6; 6.6e-7, untied)
+WEIGHT_TOL=2e-5   # max |weight difference| after 60 steps (measured 5.4e-7)
+SCORE_TOL=2e-6    # |reference loss - ./train's logged loss| for the same weights and batch (measured <= 3e-7)
+set -u
+cd "$(dirname "$0")/.."
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+pass() { echo "PASS $*"; }
+fail() { echo "FAIL $*"; }
+export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
+PY="${PYTHON:-python3}"
+TEXT="${SHARED_DATA:-../shared/data}/tinyshakespeare.txt"
+[ -f "$TEXT" ] || { fail "no text at $TEXT (set SHARED_DATA)"; exit 1; }
+if ! "$PY" -c "import torch, numpy" 2>"$TMP/err"; then
+    fail "the PyTorch reference needs torch and numpy ($(tail -1 "$TMP/err")); scripts/install_deps.sh installs them"
+    exit 1
+fi
+[ -x ./train ] || { fail "no ./train (run make)"; exit 1; }
+start=$(date +%s)
+
+head -c 26000 "$TEXT" >"$TMP/text.txt"
+if ! "$PY" scripts/prepare_data.py --tokenizer byte --text "$TMP/text.txt" --out "$TMP/data" --shard-tokens 7000 \
+    --val-fraction 0.15 >"$TMP/prep.log" 2>&1; then
+    fail "prepare_data.py: $(tail -3 "$TMP/prep.log")"
+    exit 1
+fi
+
+# config NAME 'EXTRA JSON KEYS': the test's model and training config, with keys added or replaced.
+config() {
+    "$PY" - "$TMP" "$2" >"$TMP/$1.json" <<'EOF'
+import json, sys
+tmp, extra = sys.argv[1], sys.argv[2]
+c = {"hidden_size": 64, "intermediate_size": 192, "num_hidden_layers": 2, "num_attention_heads": 4,
+     "num_key_value_heads": 2, "vocab_size": 256, "max_position_embeddings": 128, "rms_norm_eps": 1e-5,
+     "rope_theta": 10000.0, "tie_word_embeddings": True, "initializer_range": 0.02,
+     "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                      "original_max_position_embeddings": 32},
+     "train_data": tmp + "/data/train_*.bin", "val_data": tmp + "/data/val_*.bin", "tokenizer": "byte",
+     "device": "cpu", "batch_size": 4, "seq_len": 64, "total_batch_tokens": 512, "steps": 60,
+     "learning_rate": 2e-3, "warmup_steps": 5, "lr_schedule": "cosine", "min_lr_frac": 0.1, "weight_decay": 0.1,
+     "grad_clip": 1.0, "seed": 1337, "eval_every": 20, "eval_batches": 4, "sample_every": 0}
+c.update(json.loads("{" + extra + "}"))
+print(json.dumps(c, indent=1))
+EOF
+}
+
+# init NAME CONFIG [FLAGS]: the initial weights in $TMP/NAME/step_00000000, from ./train -n 0 (or, if ./train cannot
+# do that, a FAIL line and the Python fixture, so that the remaining checks still run).
+init() {
+    local name=$1 cfg=$2
+    shift 2
+    if ./train -c "$cfg" -n 0 -o "$TMP/$name" "$@" >"$TMP/$name.log" 2>&1 && [ -f "$TMP/$name/step_00000000/model.safetensors" ]; then
+        return 0
+    fi
+    fail "./train -n 0 did not write $name/step_00000000 ($(tail -2 "$TMP/$name.log" | tr '\n' ' ')); using the Python fixture instead"
+    "$PY" tests/ref_fixture.py init "$cfg" "$TMP/$name/step_00000000" >/dev/null
+    return 1
+}
+
+# run_train NAME CONFIG [FLAGS]: ./train into $TMP/NAME.
+run_train() {
+    local name=$1 cfg=$2
+    shift 2
+    if ./train -c "$cfg" -o "$TMP/$name" "$@" >"$TMP/$name.log" 2>&1; then
+        return 0
+    fi
+    fail "./train -c $cfg $*: $(tail -3 "$TMP/$name.log" | tr '\n' ' ')"
+    return 1
+}
+
+# reference NAME ARGS...: reference.py --out $TMP/NAME ARGS.
+reference() {
+    local name=$1
+    shift
+    # One thread: this model is too small to gain from more, and spinning threads on a busy machine cost 5x.
+    if "$PY" scripts/reference.py --out "$TMP/$name" -q --threads 1 "$@" >"$TMP/$name.log" 2>&1; then
+        return 0
+    fi
+    fail "reference.py $*: $(tail -3 "$TMP/$name.log" | tr '\n' ' ')"
+    return 1
+}
+
+# compare WHAT LOG_A LOG_B [FLAGS]: compare_losses.py with the bounds; PASS/FAIL with its summary.
+compare() {
+    local what=$1 a=$2 b=$3
+    shift 3
+    "$PY" scripts/compare_losses.py "$a" "$b" --tolerance "$LOSS_TOL" --grad-norm-rtol "$GNORM_RTOL" "$@" \
+        >"$TMP/cmp.out" 2>&1
+    local rc=$?
+    local summary
+    summary=$(grep -E '^  (loss|val_loss|grad_norm|warning)' "$TMP/cmp.out" | sed -E 's/ +/ /g' | tr '\n' ';')
+    if [ $rc -eq 0 ]; then pass "$what: $summary"; else fail "$what: $summary $(grep -E '^error' "$TMP/cmp.out")"; fi
+}
+
+# ---- 1. the initial checkpoint
+config small ''
+init init "$TMP/small.json"
+"$PY" tests/ref_fixture.py init "$TMP/small.json" "$TMP/fixture/step_00000000" >"$TMP/fixture.log" 2>&1 \
+    || fail "ref_fixture.py init: $(tail -2 "$TMP/fixture.log")"
+"$PY" tests/ref_fixture.py compare "$TMP/fixture/step_00000000" "$TMP/init/step_00000000" --atol 0 \
+    --label "./train -n 0 writes step_00000000 = the documented init computed in Python (bit for bit)"
+if init init_bf16 "$TMP/small.json" --export-dtype bf16; then
+    "$PY" tests/ref_fixture.py compare "$TMP/fixture/step_00000000" "$TMP/init_bf16/step_00000000" --atol 0 \
+        --round-bf16 --label "--export-dtype bf16: the fp32 init rounded to nearest-even bf16, as reference.py reads it"
+fi
+
+# ---- 2. 60 steps, step by step
+if run_train run "$TMP/small.json" --checkpoint-every 10 --keep-last 0; then
+    "$PY" - "$TMP/run/log.jsonl" <<'EOF'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+norms = [r["grad_norm"] for r in recs if "grad_norm" in r]
+clipped = sum(n > 1.0 for n in norms)
+ok = len(norms) == 60 and 0 < clipped < 60
+print(("PASS" if ok else "FAIL") + f" the 60-step run clips the gradient at {clipped} of {len(norms)} steps (some, not all)")
+EOF
+    if reference ref --init "$TMP/init/step_00000000" --config "$TMP/run/train_config.json" --save "$TMP/ref/final"; then
+        compare "reference.py vs ./train, 60 steps (bounds: loss $LOSS_TOL abs, grad norm $GNORM_RTOL rel)" \
+            "$TMP/run/log.jsonl" "$TMP/ref/log.jsonl" --png "$TMP/compare.png" --labels train,reference
+        if [ -s "$TMP/compare.png" ] && head -c 8 "$TMP/compare.png" | grep -q PNG; then
+            pass "compare_losses.py wrote a PNG plot ($(wc -c <"$TMP/compare.png") bytes)"
+        else
+            fail "compare_losses.py wrote no PNG plot"
+        fi
+        if [ -f "$TMP/run/step_00000060/model.safetensors" ]; then
+            "$PY" tests/ref_fixture.py compare "$TMP/run/step_00000060" "$TMP/ref/final" --atol "$WEIGHT_TOL" \
+                --label "the weights after 60 steps: ./train's step_00000060 vs reference.py's"
+        else
+            fail "./train wrote no step_00000060 checkpoint at the end of the run"
+        fi
+    fi
+    # The comparison must be able to fail: the same reference with another learning rate differs by far more.
+    if reference ref_lr --init "$TMP/init/step_00000000" --config "$TMP/run/train_config.json" --steps 60 \
+        --learning-rate 2.002e-3; then
+        if "$PY" scripts/compare_losses.py "$TMP/run/log.jsonl" "$TMP/ref_lr/log.jsonl" --tolerance "$LOSS_TOL" \
+            --png '' --every -1 >"$TMP/cmp_lr.out" 2>&1; then
+            fail "a reference run with the learning rate 0.1% higher passes the bound too: the check is too loose"
+        else
+            pass "the check can fail: a reference run with the learning rate 0.1% higher exceeds the bound ($(grep -E '^  loss' "$TMP/cmp_lr.out" | sed -E 's/ +/ /g'))"
+        fi
+    fi
+
+    # ---- 3. exported checkpoints scored by the reference
+    for s in 10 50; do
+        ckpt=$(printf '%s/run/step_%08d' "$TMP" "$s")
+        if [ ! -f "$ckpt/model.safetensors" ]; then
+            fail "./train --checkpoint-every 10 wrote no $(basename "$ckpt")"
+            continue
+        fi
+        reference "score$s" --init "$ckpt" --config "$TMP/run/train_config.json" --score-step || continue
+        "$PY" - "$TMP/run/log.jsonl" "$TMP/score$s/log.jsonl" "$((s + 1))" "$SCORE_TOL" <<'EOF'
+import json, sys
+step, tol = int(sys.argv[3]), float(sys.argv[4])
+ours = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[1])) if "loss" in r}
+theirs = {r["step"]: r["loss"] for r in map(json.loads, open(sys.argv[2])) if "loss" in r}
+if step not in theirs or step not in ours:
+    print(f"FAIL no loss of step {step} in both logs")
+    sys.exit()
+d = abs(ours[step] - theirs[step])
+print(("PASS" if d <= tol else "FAIL") + f" step_{step - 1:08d} loaded by reference.py: the loss of step {step}'s "
+      f"batches is {theirs[step]:.9f}, ./train logged {ours[step]:.9f} (diff {d:.1e}, bound {tol:g}; the logged losses "
+      f"of steps {step} and {step + 1} differ by {abs(ours[step] - ours[step + 1]):.1e})")
+EOF
+    done
+fi
+
+# ---- 4. untied embeddings, wsd schedule, no clipping, no accumulation, plain RoPE
+config untied '"tie_word_embeddings": false, "rope_scaling": null, "lr_schedule": "wsd", "wsd_decay_frac": 0.3,
+               "grad_clip": 0, "total_batch_tokens": 0, "batch_size": 8, "steps": 20, "eval_every": 10, "seed": 7'
+if init init_untied "$TMP/untied.json" && run_train run_untied "$TMP/untied.json" &&
+    reference ref_untied --init "$TMP/init_untied/step_00000000" --config "$TMP/run_untied/train_config.json"; then
+    compare "untied, wsd, no clipping, 20 steps" "$TMP/run_untied/log.jsonl" "$TMP/ref_untied/log.jsonl" --png ''
+fi
+echo "test_reference.sh took $(( $(date +%s) - start )) s"
