@@ -185,22 +185,28 @@ static void bench_shape(const Shape &s) {
 
 /* ---------------------------------------------------------------- 2. epilogue overhead */
 
-/* One extra output tile (a second bf16 copy of D) and a per-row partial sum of squares. */
+/* One extra output tile (a second bf16 copy of D) and a per-row partial sum of squares. With ge_out_direct
+ * outputs it is the engine's first epilogue (stores straight from registers), for comparison. */
 struct ExtraTileRowPartial : GeEpilogue {
+    static constexpr int kStageUnits = 2;
     struct Params {
-        bf16 *C, *C2;
+        GeOut<bf16> C, C2;
         float *part;
-        long ld, ldpart;
+        long ldpart;
     };
     GeRowPartial<GeSum> ss;
     __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const float2 d = ge_store(p.C, p.ld, t, h, col, v[h]);
-            ge_store(p.C2, p.ld, t, h, col, d);
+            const float2 d = ge_out_put(p.C, t, 0, h, col, v[h]);
+            ge_out_put(p.C2, t, 1, h, col, d);
             ss.add(t, h, col, ge_mul(d, d));
         }
+    }
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
+        ge_out_flush(p.C, t, 0);
+        ge_out_flush(p.C2, t, 1);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
 };
@@ -217,16 +223,30 @@ static void bench_epilogue(int M, int N, int K) {
     CK(cudaMalloc(&C2, nc * 2));
     CK(cudaMalloc(&O, nc * 2));
     CK(cudaMalloc(&part, (size_t)M * ge_row_parts(N) * 4));
-    const float t_plain = time_ms([&](int i) { ge_gemm_bf16(GE_ABT, A[i % nset], B[i % nset], C, M, N, K, 0); });
+    /* all at 128 x 256 tiles, like the fused programs */
+    const float t_plain = time_ms([&](int i) {
+        ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {ge_out((bf16 *)C, M, N, N)}, 0);
+    });
     const float t_extra = time_ms([&](int i) {
-        const ExtraTileRowPartial::Params p = {(bf16 *)C, (bf16 *)C2, part, N, ge_row_parts(N)};
+        const ExtraTileRowPartial::Params p = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part,
+                                               ge_row_parts(N)};
         ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
     });
     const float t_res = time_ms([&](int i) {
         ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, 0);
     });
-    printf("%6d %6d %6d   plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)   K_res %7.3f ms (%+5.1f%%)\n", M, N,
-           K, t_plain, t_extra, 100.0 * (t_extra / t_plain - 1), t_res, 100.0 * (t_res / t_plain - 1));
+    const float t_plain_d = time_ms([&](int i) {
+        ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {ge_out_direct((bf16 *)C, N)}, 0);
+    });
+    const float t_extra_d = time_ms([&](int i) {
+        const ExtraTileRowPartial::Params p = {ge_out_direct((bf16 *)C, N), ge_out_direct((bf16 *)C2, N), part,
+                                               ge_row_parts(N)};
+        ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
+    });
+    printf("%6d %6d %6d   plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)   K_res %7.3f ms (%+5.1f%%)   "
+           "| direct stores: plain %7.3f ms, +tile+row partial %7.3f ms (%+5.1f%%)\n",
+           M, N, K, t_plain, t_extra, 100.0 * (t_extra / t_plain - 1), t_res, 100.0 * (t_res / t_plain - 1),
+           t_plain_d, t_extra_d, 100.0 * (t_extra_d / t_plain_d - 1));
     fflush(stdout);
     for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
     CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
@@ -323,6 +343,22 @@ int main(void) {
     for (double r : ratios) lg += log(r), mn = fmin(mn, r);
     printf("geomean ratio %.3f over %zu shapes, min %.3f (targets: >= 0.95, none < 0.85)\n", exp(lg / ratios.size()),
            ratios.size(), mn);
+
+    printf("\n## 1b. Tile width: the plain GEMM with 128 x 256 and 128 x 128 tiles forced (auto picks by waves)\n");
+    printf("%-22s %-6s %6s %6s %6s %-9s %8s %8s %6s %8s\n", "shape", "layout", "M", "N", "K", "out", "ours", "cuBLAS",
+           "ratio", "rel err");
+    {
+        const std::vector<double> keep = ratios;
+        const Shape vs[] = {{"qkv (dW)", GE_ATB, 3072, 2048, T}, {"o (dW)", GE_ATB, 2048, 2048, T},
+                            {"o 2048->2048", GE_ABT, T, 2048, 2048}, {"down (dX)", GE_AB, T, 8192, 2048}};
+        for (int bn : {256, 128}) {
+            ge_bn_override = bn;
+            printf("BN = %d\n", bn);
+            for (auto &s : vs) bench_shape(s);
+        }
+        ge_bn_override = 0;
+        ratios = keep;
+    }
 
     printf("\n## 2. Epilogue overhead (A.B^T, bf16): target <= 5%% for one extra tile + a row partial\n");
     bench_epilogue(8192, 2048, 2048);

@@ -458,7 +458,7 @@ static void test_primitives(int M, int N, int K) {
     { /* accumulate into a bf16 output */
         float *C0 = rand_host(nc, 0, 8, 1);
         void *d16 = dev_bf16(C0, nc);
-        run_abt<GeStore<bf16, true>>(dA, dB, M, N, K, {(bf16 *)d16, N});
+        run_abt<GeStore<bf16, true>>(dA, dB, M, N, K, {ge_out((bf16 *)d16, M, N, N)});
         float *h = get_bf16(d16, nc);
         for (int i = 0; i < nr; i++)
             for (int n = 0; n < N; n++) ref[(size_t)i * N + n] = acc[(size_t)i * N + n] + C0[(size_t)rows[i] * N + n];

@@ -57,6 +57,32 @@ CUtensorMap ge_tensor_map(const char *what, const void *base, uint64_t inner, ui
     return map;
 }
 
+int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N, long ld) {
+    if (((uintptr_t)base & 15) != 0 || (ld * elem_bytes) % 16 != 0 || ld < N || M <= 0 || N <= 0) return 0;
+    const cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M};
+    const cuuint64_t strides[1] = {(cuuint64_t)ld * elem_bytes};
+    const cuuint32_t box[2] = {32, 64};
+    const cuuint32_t estrides[2] = {1, 1};
+    CUresult r = ge_encode_tiled()(map, elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                   2, (void *)base, dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                   elem_bytes == 4 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                                   CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS;
+}
+
+int ge_bn_override = 0;
+
+/* The plain GEMMs' tile width: 128 x 256 tiles unless 128 x 128 tiles fill the SMs' waves enough better to pay
+ * for their lower efficiency (taken as 8% here): e.g. 3072 x 2048 is 192 tiles of 128 x 256 on 132 SMs (two
+ * rounds, the second 45% full) but 384 of 128 x 128 (three rounds of half the work, 97% full). */
+static int pick_bn(int M, int N) {
+    if (ge_bn_override == 128 || ge_bn_override == 256) return ge_bn_override;
+    const long sms = ge_num_sms(), mt = (M + GE_BM - 1) / GE_BM;
+    const long t256 = mt * ((N + 255) / 256), t128 = mt * ((N + 127) / 128);
+    const double c256 = (double)((t256 + sms - 1) / sms), c128 = 0.54 * (double)((t128 + sms - 1) / sms);
+    return c128 < c256 ? 128 : 256;
+}
+
 int ge_num_sms(void) {
     static int n = 0;
     if (!n) {
@@ -71,36 +97,46 @@ int ge_num_sms(void) {
 static long lda_of(ge_layout l, int M, int K) { return l == GE_ATB ? M : K; }
 static long ldb_of(ge_layout l, int N, int K) { return l == GE_ABT ? K : N; }
 
-template <class Program>
-static void run_layout(ge_layout l, const void *A, const void *B, int M, int N, int K,
-                       const typename Program::Params &p, cudaStream_t s) {
+template <class Program, int BN>
+static void run_layout_bn(ge_layout l, const void *A, const void *B, int M, int N, int K,
+                          const typename Program::Params &p, cudaStream_t s) {
     const long lda = lda_of(l, M, K), ldb = ldb_of(l, N, K);
     switch (l) {
-    case GE_ABT: ge_run<Program, GE_ABT>(A, lda, B, ldb, M, N, K, p, s); break;
-    case GE_AB: ge_run<Program, GE_AB>(A, lda, B, ldb, M, N, K, p, s); break;
-    case GE_ATB: ge_run<Program, GE_ATB>(A, lda, B, ldb, M, N, K, p, s); break;
+    case GE_ABT: ge_run<Program, GE_ABT, BN>(A, lda, B, ldb, M, N, K, p, s); break;
+    case GE_AB: ge_run<Program, GE_AB, BN>(A, lda, B, ldb, M, N, K, p, s); break;
+    case GE_ATB: ge_run<Program, GE_ATB, BN>(A, lda, B, ldb, M, N, K, p, s); break;
     default: ge_fail("ge_gemm", "unknown layout");
     }
 }
 
+template <class Program>
+static void run_layout(ge_layout l, const void *A, const void *B, int M, int N, int K,
+                       const typename Program::Params &p, cudaStream_t s) {
+    if (pick_bn(M, N) == 128)
+        run_layout_bn<Program, 128>(l, A, B, M, N, K, p, s);
+    else
+        run_layout_bn<Program, 256>(l, A, B, M, N, K, p, s);
+}
+
 extern "C" void ge_gemm_bf16(ge_layout layout, const void *A, const void *B, void *C, int M, int N, int K,
                              cudaStream_t stream) {
-    run_layout<GeStore<bf16, false>>(layout, A, B, M, N, K, {(bf16 *)C, N}, stream);
+    run_layout<GeStore<bf16, false>>(layout, A, B, M, N, K, {ge_out((bf16 *)C, M, N, N)}, stream);
 }
 
 extern "C" void ge_gemm_f32(ge_layout layout, const void *A, const void *B, float *C, int accumulate, int M, int N,
                             int K, cudaStream_t stream) {
     if (accumulate)
-        run_layout<GeStore<float, true>>(layout, A, B, M, N, K, {C, N}, stream);
+        run_layout<GeStore<float, true>>(layout, A, B, M, N, K, {ge_out(C, M, N, N)}, stream);
     else
-        run_layout<GeStore<float, false>>(layout, A, B, M, N, K, {C, N}, stream);
+        run_layout<GeStore<float, false>>(layout, A, B, M, N, K, {ge_out(C, M, N, N)}, stream);
 }
 
 extern "C" int ge_row_parts(int N) { return (N + GE_BN - 1) / GE_BN; }
 
 extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
                                  float *part, int M, int N, int K, cudaStream_t stream) {
-    const GeResNorm::Params p = {(const bf16 *)res, gamma, (bf16 *)D, (bf16 *)O, part, N, ge_row_parts(N)};
+    const GeResNorm::Params p = {ge_out((bf16 *)D, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)res, gamma,
+                                 part, N, ge_row_parts(N)};
     ge_run<GeResNorm, GE_ABT>(A, K, W, K, M, N, K, p, stream);
 }
 
@@ -122,7 +158,7 @@ extern "C" void ge_rms_finish(const float *part, int M, int N, float eps, float 
 extern "C" void ge_gemm_rowscale(const void *O, const void *W, const float *r, void *Z, int z_f32, int M, int N,
                                  int K, cudaStream_t stream) {
     if (z_f32)
-        ge_run<GeRowScale<float>, GE_ABT>(O, K, W, K, M, N, K, {r, (float *)Z, N}, stream);
+        ge_run<GeRowScale<float>, GE_ABT>(O, K, W, K, M, N, K, {r, ge_out((float *)Z, M, N, N)}, stream);
     else
-        ge_run<GeRowScale<bf16>, GE_ABT>(O, K, W, K, M, N, K, {r, (bf16 *)Z, N}, stream);
+        ge_run<GeRowScale<bf16>, GE_ABT>(O, K, W, K, M, N, K, {r, ge_out((bf16 *)Z, M, N, N)}, stream);
 }

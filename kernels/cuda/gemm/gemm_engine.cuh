@@ -38,17 +38,18 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/cuda/gemm/gemm.h"
 #include "kernels/cuda/gemm/gemm_epilogue.cuh"
 #include "kernels/cuda/gemm/gemm_ptx.cuh"
 
 #define GE_BM 128
-#define GE_BN 256
+#define GE_BN 256 /* the widest tile, and the one epilogue programs run with unless their launcher picks another */
 #define GE_BK 64
-#define GE_STAGES 4
 #define GE_GROUP_M 16
 #define GE_THREADS 384
+#define GE_SMEM_LIMIT 232448 /* dynamic shared memory a block can opt into on sm_90 (227 KB) */
 
 /* ---------------------------------------------------------------- host helpers (gemm.cu) */
 
@@ -56,20 +57,59 @@
  * 128-byte swizzle, zero fill. `what` names the operand in the error message if TMA cannot describe it. */
 CUtensorMap ge_tensor_map(const char *what, const void *base, uint64_t inner, uint64_t outer, uint64_t ld,
                           uint32_t box_inner, uint32_t box_outer);
+/* The store map of a GeOut: [M, N] of bf16 (elem_bytes 2) or fp32 (4), row stride ld, box 32 columns x 64 rows,
+ * swizzled as gemm_epilogue.cuh's ge_stage_off. Returns 0 (map unusable) where TMA cannot describe the matrix. */
+int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N, long ld);
 int ge_num_sms(void);
 void ge_fail(const char *what, const char *detail);
+/* 128 or 256 forces the plain GEMMs' tile width (benchmarks); 0 (default) picks it from the wave count. */
+extern int ge_bn_override;
+
+/* An output for an epilogue program's Params: through TMA where the matrix allows it, else direct stores. */
+template <class T>
+GeOut<T> ge_out(T *p, int M, int N, long ld) {
+    GeOut<T> o;
+    memset(&o, 0, sizeof o);
+    o.ptr = p;
+    o.ld = ld;
+    o.tma = ge_out_map(&o.map, p, (int)sizeof(T), M, N, ld);
+    return o;
+}
+/* The same, always stored directly from registers (the path the engine had before GeOut). */
+template <class T>
+GeOut<T> ge_out_direct(T *p, long ld) {
+    GeOut<T> o;
+    memset(&o, 0, sizeof o);
+    o.ptr = p;
+    o.ld = ld;
+    return o;
+}
 
 /* ---------------------------------------------------------------- the kernel */
 
-constexpr int GE_A_STAGE = GE_BM * GE_BK * 2;  /* 16 KB */
-constexpr int GE_B_STAGE = GE_BN * GE_BK * 2;  /* 32 KB */
-constexpr int GE_MN_BOX = 64 * GE_BK * 2;      /* one 64 x 64 box of an MN-major operand: 8 KB */
-
-template <class Program>
-constexpr int ge_smem_bytes() {
-    return 1024 /* alignment slack */ + GE_STAGES * (GE_A_STAGE + GE_B_STAGE) + 2 * GE_STAGES * 8 +
-           (Program::kColPartials ? 8 * GE_BN * 4 : 0);
-}
+/* Shared memory of one CTA for a program and tile width: the stage ring (as many stages as fit, at most 4 of
+ * 48 KB at BN = 256 or 6 of 32 KB at BN = 128), each consumer's GeOut staging (kBufs buffers of the program's
+ * kStageUnits 4 KB units, 2 to 4 buffers), the column-partial scratch, the mbarriers. */
+template <class Program, int BN>
+struct GeSmem {
+    static constexpr int kA = GE_BM * GE_BK * 2, kB = BN * GE_BK * 2, kStage = kA + kB;
+    static constexpr int kUnit = 4096, kUnits = Program::kStageUnits;
+    static constexpr int kCol = Program::kColPartials ? 8 * BN * 4 : 0;
+    static constexpr int kAvail = GE_SMEM_LIMIT - 1024 /* alignment slack */ - 256 /* barriers */;
+    static constexpr int kMaxStages = BN == 256 ? 4 : 6;
+    static constexpr int kStagesFit = (kAvail - kCol - 2 * 2 * kUnits * kUnit) / kStage;
+    static constexpr int kStages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
+    static constexpr int kBufsFit = kUnits ? (kAvail - kCol - kStages * kStage) / (2 * kUnits * kUnit) : 0;
+    static constexpr int kBufs = kBufsFit > 4 ? 4 : kBufsFit;
+    static constexpr int kEpiPerConsumer = kBufs * kUnits * kUnit;
+    static constexpr int oB = kStages * kA, oEpi = kStages * kStage, oCol = oEpi + 2 * kEpiPerConsumer,
+                         oBar = oCol + kCol;
+    static constexpr int kBytes = 1024 + oBar + 2 * kStages * 8;
+    static_assert(BN == 128 || BN == 256, "tile width 128 or 256");
+    static_assert(kStages >= 2, "too little shared memory for two pipeline stages");
+    static_assert(kUnits == 0 || kBufs >= 2, "too little shared memory for double-buffered GeOut staging");
+    static_assert(kBytes <= GE_SMEM_LIMIT, "shared memory over the limit");
+};
 
 /* Tile t of the grouped order -> (tm, tn). */
 __device__ __forceinline__ void ge_tile_coords(int t, int Mt, int Nt, int &tm, int &tn) {
@@ -81,23 +121,25 @@ __device__ __forceinline__ void ge_tile_coords(int t, int Mt, int Nt, int &tm, i
     tn = r / gsize;
 }
 
-template <class Program, bool A_MN, bool B_MN>
+template <class Program, bool A_MN, bool B_MN, int BN>
 __global__ void __launch_bounds__(GE_THREADS, 1)
     ge_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, int M, int N, int K,
               const __grid_constant__ typename Program::Params params) {
+    using L = GeSmem<Program, BN>;
+    constexpr int S = L::kStages;
     extern __shared__ uint8_t ge_smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(ge_smem_raw) + 1023) & ~uintptr_t(1023));
     uint8_t *sA = smem;
-    uint8_t *sB = smem + GE_STAGES * GE_A_STAGE;
-    uint64_t *full = reinterpret_cast<uint64_t *>(sB + GE_STAGES * GE_B_STAGE);
-    uint64_t *empty = full + GE_STAGES;
-    float *scratch = reinterpret_cast<float *>(empty + GE_STAGES);
+    uint8_t *sB = smem + L::oB;
+    uint64_t *full = reinterpret_cast<uint64_t *>(smem + L::oBar);
+    uint64_t *empty = full + S;
+    float *scratch = reinterpret_cast<float *>(smem + L::oCol);
 
-    const int Mt = (M + GE_BM - 1) / GE_BM, Nt = (N + GE_BN - 1) / GE_BN;
+    const int Mt = (M + GE_BM - 1) / GE_BM, Nt = (N + BN - 1) / BN;
     const int ntiles = Mt * Nt, nk = (K + GE_BK - 1) / GE_BK;
 
     if (threadIdx.x == 0) {
-        for (int s = 0; s < GE_STAGES; s++) {
+        for (int s = 0; s < S; s++) {
             mbar_init(&full[s], 1);
             mbar_init(&empty[s], 8);
         }
@@ -116,25 +158,25 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
                 int tm, tn;
                 ge_tile_coords(t, Mt, Nt, tm, tn);
-                const int m0 = tm * GE_BM, n0 = tn * GE_BN;
+                const int m0 = tm * GE_BM, n0 = tn * BN;
                 for (int kb = 0; kb < nk; kb++) {
                     const int k0 = kb * GE_BK;
                     mbar_wait(&empty[s], phase ^ 1);
-                    mbar_arrive_expect_tx(&full[s], GE_A_STAGE + GE_B_STAGE);
-                    uint8_t *a = sA + s * GE_A_STAGE, *b = sB + s * GE_B_STAGE;
+                    mbar_arrive_expect_tx(&full[s], L::kStage);
+                    uint8_t *a = sA + s * L::kA, *b = sB + s * L::kB;
                     if (A_MN) {
 #pragma unroll
-                        for (int i = 0; i < GE_BM / 64; i++) tma_load_2d(a + i * GE_MN_BOX, &tmA, &full[s], m0 + 64 * i, k0);
+                        for (int i = 0; i < GE_BM / 64; i++) tma_load_2d(a + i * 8192, &tmA, &full[s], m0 + 64 * i, k0);
                     } else {
                         tma_load_2d(a, &tmA, &full[s], k0, m0);
                     }
                     if (B_MN) {
 #pragma unroll
-                        for (int i = 0; i < GE_BN / 64; i++) tma_load_2d(b + i * GE_MN_BOX, &tmB, &full[s], n0 + 64 * i, k0);
+                        for (int i = 0; i < BN / 64; i++) tma_load_2d(b + i * 8192, &tmB, &full[s], n0 + 64 * i, k0);
                     } else {
                         tma_load_2d(b, &tmB, &full[s], k0, n0);
                     }
-                    if (++s == GE_STAGES) {
+                    if (++s == S) {
                         s = 0;
                         phase ^= 1;
                     }
@@ -146,13 +188,14 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         setmaxnreg_inc<232>();
         const int c = threadIdx.x / 128 - 1;
         const int wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
+        const bool leader = wtid == 0;
         /* Descriptor constants: LBO (next 64 of M/N; unused by K-major) and the k16 step, per operand. */
-        constexpr uint32_t a_lbo = A_MN ? GE_MN_BOX : 16, b_lbo = B_MN ? GE_MN_BOX : 16;
+        constexpr uint32_t a_lbo = A_MN ? 8192 : 16, b_lbo = B_MN ? 8192 : 16;
         constexpr uint32_t a_step = A_MN ? 2048 : 32, b_step = B_MN ? 2048 : 32;
 
-        float acc[GE_BN / 2];
+        float acc[BN / 2];
 #pragma unroll
-        for (int i = 0; i < GE_BN / 2; i++) acc[i] = 0.0f;
+        for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
 
         GeTile tile;
         tile.M = M;
@@ -161,6 +204,11 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         tile.cwarp = c * 4 + warp;
         tile.ctid = c * 128 + wtid;
         tile.smem = Program::kColPartials ? scratch : nullptr;
+        tile.srow = 16 * warp + (lane >> 2);
+        tile.stage = 0;
+        tile.j = 0;
+        const uint32_t stage_base = smem_u32(smem + L::oEpi + c * L::kEpiPerConsumer);
+        int buf = 0; /* GeOut staging buffer of the next chunk */
         Program prog;
 
         int s = 0, prev = 0;
@@ -168,20 +216,35 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
             int tm, tn;
             ge_tile_coords(t, Mt, Nt, tm, tn);
+            tile.tm = tm;
+            tile.tn = tn;
+            tile.m0 = tm * GE_BM;
+            tile.n0 = tn * BN;
+            tile.crow0 = tile.m0 + 64 * c;
+            tile.row[0] = tile.crow0 + tile.srow;
+            tile.row[1] = tile.row[0] + 8;
+            tile.col0 = tile.n0 + 2 * (lane & 3);
+            prog.prefetch(params, tile);
+
             for (int kb = 0; kb < nk; kb++) {
                 mbar_wait(&full[s], phase);
-                const uint64_t da = wgmma_desc_sw128(sA + s * GE_A_STAGE + c * 8192, a_lbo, 1024);
-                const uint64_t db = wgmma_desc_sw128(sB + s * GE_B_STAGE, b_lbo, 1024);
+                const uint64_t da = wgmma_desc_sw128(sA + s * L::kA + c * 8192, a_lbo, 1024);
+                const uint64_t db = wgmma_desc_sw128(sB + s * L::kB, b_lbo, 1024);
                 wgmma_fence();
 #pragma unroll
-                for (int kk = 0; kk < GE_BK / 16; kk++)
-                    wgmma_m64n256k16<A_MN, B_MN>(acc, da + ((kk * a_step) >> 4), db + ((kk * b_step) >> 4),
-                                                 (kb | kk) != 0);
+                for (int kk = 0; kk < GE_BK / 16; kk++) {
+                    if constexpr (BN == 256)
+                        wgmma_m64n256k16<A_MN, B_MN>(acc, da + ((kk * a_step) >> 4), db + ((kk * b_step) >> 4),
+                                                     (kb | kk) != 0);
+                    else
+                        wgmma_m64n128k16<A_MN, B_MN>(acc, da + ((kk * a_step) >> 4), db + ((kk * b_step) >> 4),
+                                                     (kb | kk) != 0);
+                }
                 wgmma_commit();
                 wgmma_wait<1>();
                 if (kb > 0 && lane == 0) mbar_arrive(&empty[prev]);
                 prev = s;
-                if (++s == GE_STAGES) {
+                if (++s == S) {
                     s = 0;
                     phase ^= 1;
                 }
@@ -189,31 +252,47 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             wgmma_wait<0>();
             if (lane == 0) mbar_arrive(&empty[prev]);
 #pragma unroll
-            for (int i = 0; i < GE_BN / 2; i++) reg_fence(acc[i]);
+            for (int i = 0; i < BN / 2; i++) reg_fence(acc[i]);
 
-            tile.tm = tm;
-            tile.tn = tn;
-            tile.m0 = tm * GE_BM;
-            tile.n0 = tn * GE_BN;
-            tile.row[0] = tile.m0 + 64 * c + 16 * warp + (lane >> 2);
-            tile.row[1] = tile.row[0] + 8;
-            tile.col0 = tile.n0 + 2 * (lane & 3);
+            /* The epilogue, in chunks of 32 columns (4 fragments). After a chunk whose program stages GeOut
+             * tiles, one thread per consumer issues the chunk's bulk stores (flush) without waiting for them; a
+             * staging buffer is written again only after its last stores have read it (kBufs - 2 may pend). */
             prog.begin(params, tile);
 #pragma unroll
-            for (int j = 0; j < GE_BN / 8; j++) {
-                float2 v[2] = {make_float2(acc[4 * j], acc[4 * j + 1]), make_float2(acc[4 * j + 2], acc[4 * j + 3])};
-                prog.frag(params, tile, tile.col0 + 8 * j, v);
+            for (int q = 0; q < BN / 32; q++) {
+                tile.chunk_col = tile.n0 + 32 * q;
+                if constexpr (L::kUnits > 0) tile.stage = stage_base + buf * (L::kUnits * L::kUnit);
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++) {
+                    const int j = 4 * q + jj;
+                    tile.j = j;
+                    float2 v[2] = {make_float2(acc[4 * j], acc[4 * j + 1]), make_float2(acc[4 * j + 2], acc[4 * j + 3])};
+                    prog.frag(params, tile, tile.col0 + 8 * j, v);
+                }
+                if constexpr (L::kUnits > 0) {
+                    fence_proxy_async_shared();
+                    if (leader) bulk_wait_read<L::kBufs - 2>();
+                    named_bar_sync(2 + c, 128);
+                    if (leader) {
+                        prog.flush(params, tile);
+                        bulk_commit();
+                    }
+                    buf = buf + 1 == L::kBufs ? 0 : buf + 1;
+                }
             }
             prog.end(params, tile);
+        }
+        if constexpr (L::kUnits > 0) {
+            if (leader) bulk_wait<0>();
         }
     }
 }
 
 /* ---------------------------------------------------------------- host launch */
 
-/* Runs C = op(A) . op(B) with epilogue `Program` on `stream`. lda / ldb are the operands' row strides in elements
- * (A is [M,K] or, for GE_ATB, [K,M]; B is [N,K] for GE_ABT, else [K,N]). */
-template <class Program, int LAYOUT>
+/* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN. lda / ldb are the operands' row
+ * strides in elements (A is [M,K] or, for GE_ATB, [K,M]; B is [N,K] for GE_ABT, else [K,N]). */
+template <class Program, int LAYOUT, int BN = GE_BN>
 void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int K,
             const typename Program::Params &params, cudaStream_t stream) {
     constexpr bool A_MN = LAYOUT == GE_ATB, B_MN = LAYOUT != GE_ABT;
@@ -222,16 +301,16 @@ void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int 
     const CUtensorMap tmA = A_MN ? ge_tensor_map("A (M-major)", A, M, K, lda, 64, GE_BK)
                                  : ge_tensor_map("A (K-major)", A, K, M, lda, GE_BK, GE_BM);
     const CUtensorMap tmB = B_MN ? ge_tensor_map("B (N-major)", B, N, K, ldb, 64, GE_BK)
-                                 : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, GE_BN);
-    constexpr int smem = ge_smem_bytes<Program>();
-    auto kernel = ge_kernel<Program, A_MN, B_MN>;
+                                 : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, BN);
+    constexpr int smem = GeSmem<Program, BN>::kBytes;
+    auto kernel = ge_kernel<Program, A_MN, B_MN, BN>;
     static bool configured = false; /* one per instantiation */
     if (!configured) {
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) ge_fail("cudaFuncSetAttribute(ge_kernel)", cudaGetErrorString(e));
         configured = true;
     }
-    const long ntiles = (long)((M + GE_BM - 1) / GE_BM) * ((N + GE_BN - 1) / GE_BN);
+    const long ntiles = (long)((M + GE_BM - 1) / GE_BM) * ((N + BN - 1) / BN);
     const int grid = (int)(ntiles < ge_num_sms() ? ntiles : ge_num_sms());
     kernel<<<grid, GE_THREADS, smem, stream>>>(tmA, tmB, M, N, K, params);
     cudaError_t e = cudaGetLastError();

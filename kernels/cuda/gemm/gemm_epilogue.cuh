@@ -6,6 +6,9 @@
  *   4. reductions:  GeRowPartial<Op> (per row, over the tile's columns) and ge_col_partial_add/_store (per column,
  *                   over the tile's rows), written as one partial per (row, N-tile) or (M-tile, column);
  *   5. accumulate:  ge_accum (out += value, fp32 or bf16 out).
+ * Output tiles go fastest through GeOut (3 and 5 through shared memory and TMA, asynchronous: the consumers do not
+ * wait for global memory), and input tiles through GeTileIn (the whole tile's loads in flight at once, after an
+ * L2 prefetch issued before the main loop); ge_load / ge_store / ge_accum are the direct register paths.
  * Every primitive masks rows >= M and columns >= N itself: a fragment of an edge tile may be partly outside. */
 #ifndef GEMM_EPILOGUE_CUH
 #define GEMM_EPILOGUE_CUH
@@ -13,6 +16,7 @@
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/cuda/gemm/gemm_ptx.cuh"
 
@@ -30,6 +34,12 @@ struct GeTile {
     int cwarp;    /* consumer warp, 0..7 */
     int ctid;     /* consumer thread, 0..255 */
     float *smem;  /* epilogue scratch in shared memory (column partials), or null */
+    int j;        /* the fragment that frag() gets: 0..BN/8-1, a compile-time constant in the unrolled loop */
+    /* GeOut staging: the epilogue runs in chunks of 32 columns; this consumer's 64 rows of the chunk */
+    int crow0;     /* first row of this consumer's half of the tile: m0 + 64*consumer */
+    int srow;      /* this thread's first row inside that half: 16*warp + lane/4 (the second is +8) */
+    int chunk_col; /* first column of the current chunk */
+    uint32_t stage; /* shared-window address of the current chunk's staging slots (4 KB units), or 0 */
 };
 
 /* Valid columns of the pair starting at `col` in a matrix of `ncols` columns: 0, 1 or 2. */
@@ -189,11 +199,141 @@ __device__ __forceinline__ float2 ge_accum(T *p, long ld, const GeTile &t, int h
     return ge_accum_at(p, ld, t.row[h], col, t.M, t.N, v);
 }
 
+/* ---------------------------------------------------------------- staged output tiles, register input tiles */
+
+/* An output tile written through shared memory and the TMA unit. The fragments of one 32-column chunk go into a
+ * staging slot of the consumer's shared memory (64 rows x 32 columns, swizzled as the tensor map says: bf16 rows
+ * of 64 B with the 64-byte swizzle, fp32 rows of 128 B with the 128-byte swizzle, so that a warp's pair writes hit
+ * distinct banks); after the chunk the engine has one thread per consumer issue the program's flush(), which
+ * stores (or, ACC, adds in L2) the 64 x 32 box with one bulk tensor copy and does not wait for it. The TMA unit
+ * drops the box's elements outside [M, N], so edge tiles need no masks. Made on the host by ge_out() (gemm.cu):
+ * where TMA cannot describe the matrix (base not 16-byte aligned, row stride not a multiple of 16 bytes), tma = 0
+ * and the same calls store directly from registers. A program using GeOut declares kStageUnits = the sum of its
+ * outputs' kUnits and gives each output its own unit offset. */
+template <class T>
+struct GeOut {
+    CUtensorMap map;
+    T *ptr;
+    long ld;
+    int tma;
+    static constexpr int kUnits = (int)sizeof(T) / 2; /* 4 KB staging units per chunk: bf16 1, fp32 2 */
+};
+
+/* Byte offset of the pair (row r of the consumer's 64, column cc of the chunk's 32) in a staging slot. */
+__device__ __forceinline__ uint32_t ge_stage_off(const bf16 *, int r, int cc) {
+    return r * 64 + ((((cc >> 3) ^ (r >> 1)) & 3) << 4) + ((cc & 7) << 1);
+}
+__device__ __forceinline__ uint32_t ge_stage_off(const float *, int r, int cc) {
+    return r * 128 + ((((cc >> 2) ^ r) & 7) << 4) + ((cc & 3) << 2);
+}
+
+/* Puts the fragment pair (row h, columns col, col+1) of output o, staged at unit offset `unit`. Returns the pair
+ * as stored (rounded to bf16 for a bf16 output); ACC (accumulate, o += v) returns v itself on the TMA path (the
+ * fp32 add happens in L2) and the sum on the direct path, which a bf16 accumulate always takes (one rounding). */
+template <bool ACC = false, class T>
+__device__ __forceinline__ float2 ge_out_put(const GeOut<T> &o, const GeTile &t, int unit, int h, int col, float2 v) {
+    if (!o.tma || (ACC && sizeof(T) == 2)) /* a bf16 add in L2 would round twice: direct read-add-write */
+        return ACC ? ge_accum(o.ptr, o.ld, t, h, col, v) : ge_store(o.ptr, o.ld, t, h, col, v);
+    const uint32_t addr = t.stage + unit * 4096 + ge_stage_off(o.ptr, t.srow + 8 * h, col - t.chunk_col);
+    if constexpr (sizeof(T) == 2) {
+        const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+        uint32_t u;
+        memcpy(&u, &b, 4);
+        st_shared_b32(addr, u);
+        return __bfloat1622float2(b);
+    } else {
+        st_shared_v2f32(addr, v);
+        return v;
+    }
+}
+
+/* Issues the chunk's bulk copy of output o (the engine calls flush() in one thread per consumer, after a barrier
+ * over the consumer's threads; nothing on the direct path). */
+template <bool ACC = false, class T>
+__device__ __forceinline__ void ge_out_flush(const GeOut<T> &o, const GeTile &t, int unit) {
+    if (!o.tma || (ACC && sizeof(T) == 2)) return;
+    if (ACC)
+        tma_reduce_add_2d(&o.map, t.stage + unit * 4096, t.chunk_col, t.crow0);
+    else
+        tma_store_2d(&o.map, t.stage + unit * 4096, t.chunk_col, t.crow0);
+}
+
+/* Issues L2 prefetches for the tile's [128 x bn] block of a row-major matrix shaped like the output (row stride
+ * ld): call it from the program's prefetch() hook, which runs before the tile's main loop. */
+template <class T>
+__device__ __forceinline__ void ge_prefetch_tile(const T *p, long ld, const GeTile &t, int bn) {
+    const int lines = bn * (int)sizeof(T) / 128; /* 128-byte lines per row */
+    for (int i = t.ctid; i < 128 * lines; i += 256) {
+        const int row = t.m0 + i / lines, col = t.n0 + (i % lines) * (128 / (int)sizeof(T));
+        if (row < t.M && col < t.N) prefetch_l2(p + (long)row * ld + col);
+    }
+}
+
+/* A bf16 input tile shaped like the output, read into registers ahead of use: start() in begin() issues the loads
+ * of the first RING fragments at once, so they cost one memory latency (an L2 hit after ge_prefetch_tile) instead
+ * of one per fragment; get(t, h) in frag() returns the pair at fragment (h, t.j) as floats (0 outside the matrix);
+ * advance() at the end of frag() refills the slots of each finished GROUP of fragments with the fragments RING
+ * ahead, so the loads stay RING - GROUP fragments ahead of use in RING x 2 registers. */
+template <int BN, int RING = BN / 8, int GROUP = BN / 8>
+struct GeTileIn {
+    static_assert(RING % GROUP == 0 && (BN / 8) % GROUP == 0 && RING <= BN / 8, "ring of whole groups");
+    uint32_t v[RING][2];
+    const bf16 *rp[2]; /* this thread's two rows at column col0 */
+    bool fast;         /* both rows inside, the tile's columns inside, 4-byte aligned: unmasked loads */
+    template <bool FAST>
+    __device__ __forceinline__ void load_frag(const GeTile &t, int j) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const bf16 *q = rp[h] + 8 * j;
+            if (FAST) {
+                v[j % RING][h] = __ldg(reinterpret_cast<const unsigned int *>(q));
+            } else {
+                const int nv = t.row[h] < t.M ? ge_pair_valid(t.col0 + 8 * j, t.N) : 0;
+                const unsigned short lo = nv > 0 ? __ldg(reinterpret_cast<const unsigned short *>(q)) : 0;
+                const unsigned short hi = nv > 1 ? __ldg(reinterpret_cast<const unsigned short *>(q) + 1) : 0;
+                v[j % RING][h] = (uint32_t)lo | ((uint32_t)hi << 16);
+            }
+        }
+    }
+    /* fragments j0 .. j0 + n - 1 (< BN/8), one branch on `fast` for all of them */
+    __device__ __forceinline__ void load_frags(const GeTile &t, int j0, int n) {
+        if (fast) {
+#pragma unroll
+            for (int i = 0; i < n; i++)
+                if (j0 + i < BN / 8) load_frag<true>(t, j0 + i);
+        } else {
+#pragma unroll
+            for (int i = 0; i < n; i++)
+                if (j0 + i < BN / 8) load_frag<false>(t, j0 + i);
+        }
+    }
+    __device__ __forceinline__ void start(const bf16 *p, long ld, const GeTile &t) {
+        rp[0] = p + (long)t.row[0] * ld + t.col0;
+        rp[1] = p + (long)t.row[1] * ld + t.col0;
+        fast = t.row[1] < t.M && t.n0 + BN <= t.N &&
+               ((reinterpret_cast<uintptr_t>(rp[0]) | reinterpret_cast<uintptr_t>(rp[1])) & 3) == 0;
+        load_frags(t, 0, RING);
+    }
+    __device__ __forceinline__ void advance(const GeTile &t) {
+        if ((t.j + 1) % GROUP == 0 && t.j + 1 - GROUP + RING < BN / 8) load_frags(t, t.j + 1 - GROUP + RING, GROUP);
+    }
+    __device__ __forceinline__ float2 get(const GeTile &t, int h) const {
+        __nv_bfloat162 b;
+        memcpy(&b, &v[t.j % RING][h], 4);
+        return __bfloat1622float2(b);
+    }
+};
+
 /* The base of every epilogue program: no per-tile work, no scratch. A program overrides what it needs. */
 struct GeEpilogue {
     static constexpr bool kColPartials = false;
+    static constexpr int kStageUnits = 0; /* GeOut staging per 32-column chunk, in 4 KB units */
+    template <class P>
+    __device__ __forceinline__ void prefetch(const P &, const GeTile &) {}
     template <class P>
     __device__ __forceinline__ void begin(const P &, const GeTile &) {}
+    template <class P>
+    __device__ __forceinline__ void flush(const P &, const GeTile &) {}
     template <class P>
     __device__ __forceinline__ void end(const P &, const GeTile &) {}
 };

@@ -6,44 +6,52 @@
 
 #include "kernels/cuda/gemm/gemm_epilogue.cuh"
 
-/* C = acc (ACCUMULATE: C += acc), C bf16 or fp32. */
+/* C = acc (ACCUMULATE: C += acc), C bf16 or fp32, through GeOut (TMA store / TMA add-reduce, or direct). */
 template <class T, bool ACCUMULATE>
 struct GeStore : GeEpilogue {
+    static constexpr int kStageUnits = GeOut<T>::kUnits;
     struct Params {
-        T *C;
-        long ldc;
+        GeOut<T> C;
     };
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            if (ACCUMULATE)
-                ge_accum(p.C, p.ldc, t, h, col, v[h]);
-            else
-                ge_store(p.C, p.ldc, t, h, col, v[h]);
-        }
+        for (int h = 0; h < 2; h++) ge_out_put<ACCUMULATE>(p.C, t, 0, h, col, v[h]);
     }
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) { ge_out_flush<ACCUMULATE>(p.C, t, 0); }
 };
 
-/* K_res: D = acc + res (stored bf16); O = D * gamma; part[row, tn] = sum over the tile's columns of D^2. */
+/* K_res: D = acc + res (stored bf16); O = D * gamma; part[row, tn] = sum over the tile's columns of D^2.
+ * The residual tile is prefetched into L2 before the main loop and read into registers all at once. */
 struct GeResNorm : GeEpilogue {
+    static constexpr int kStageUnits = 2; /* D at unit 0, O at unit 1 */
     struct Params {
+        GeOut<bf16> D, O;
         const bf16 *res;
         const float *gamma;
-        bf16 *D, *O;
         float *part;
-        long ld;      /* row stride of res, D, O */
+        long ld;      /* row stride of res */
         long ldpart;  /* row stride of part (partials per row) */
     };
     GeRowPartial<GeSum> ss;
-    __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
+    GeTileIn<GE_BN> res; /* the whole tile: 64 registers, all loads in flight at once */
+    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) { ge_prefetch_tile(p.res, p.ld, t, GE_BN); }
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
+        ss.reset();
+        res.start(p.res, p.ld, t);
+    }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         const float2 g = ge_col_vec(p.gamma, t, col);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const float2 d = ge_store(p.D, p.ld, t, h, col, ge_add(v[h], ge_load(p.res, p.ld, t, h, col)));
+            const float2 d = ge_out_put(p.D, t, 0, h, col, ge_add(v[h], res.get(t, h)));
             ss.add(t, h, col, ge_mul(d, d));
-            ge_store(p.O, p.ld, t, h, col, ge_mul(d, g));
+            ge_out_put(p.O, t, 1, h, col, ge_mul(d, g));
         }
+        res.advance(t);
+    }
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
+        ge_out_flush(p.D, t, 0);
+        ge_out_flush(p.O, t, 1);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
 };
@@ -51,10 +59,10 @@ struct GeResNorm : GeEpilogue {
 /* Z = r[row] * acc, Z bf16 or fp32. */
 template <class T>
 struct GeRowScale : GeEpilogue {
+    static constexpr int kStageUnits = GeOut<T>::kUnits;
     struct Params {
         const float *r;
-        T *Z;
-        long ldz;
+        GeOut<T> Z;
     };
     float r[2];
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
@@ -63,8 +71,9 @@ struct GeRowScale : GeEpilogue {
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
 #pragma unroll
-        for (int h = 0; h < 2; h++) ge_store(p.Z, p.ldz, t, h, col, ge_scale(v[h], r[h]));
+        for (int h = 0; h < 2; h++) ge_out_put(p.Z, t, 0, h, col, ge_scale(v[h], r[h]));
     }
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) { ge_out_flush(p.Z, t, 0); }
 };
 
 #endif
