@@ -40,7 +40,7 @@
     } while (0)
 
 static cublasHandle_t blas;
-static const int WARM = 3, REPS = 20;
+static const int WARM = 3, REPS = 20, CALLS = 5; /* a timing: CALLS back-to-back calls (host work overlaps) */
 static const size_t ROTATE_BYTES = 256ull << 20; /* rotate input sets until their total passes this (L2: 50 MB) */
 
 /* ---------------------------------------------------------------- device helpers */
@@ -95,7 +95,9 @@ static double rel_err(const T *a, const T *b, size_t n) {
     return h[1] > 0 ? sqrt(h[0] / h[1]) : sqrt(h[0]);
 }
 
-/* Median of REPS event timings (ms) of f(i) after WARM calls; i counts calls, for rotating input sets. */
+/* Median over REPS event timings of CALLS back-to-back calls f(i), per call (ms), after WARM calls; i counts
+ * calls, for rotating input sets. Back-to-back calls keep the host's launch work (tensor maps, cuBLAS's
+ * heuristics) off the GPU's timeline, as in a training step. */
 template <class F>
 static float time_ms(F f) {
     cudaEvent_t a, b;
@@ -104,12 +106,13 @@ static float time_ms(F f) {
     int i = 0;
     for (; i < WARM; i++) f(i);
     std::vector<float> t(REPS);
-    for (int r = 0; r < REPS; r++, i++) {
+    for (int r = 0; r < REPS; r++) {
         CK(cudaEventRecord(a));
-        f(i);
+        for (int c = 0; c < CALLS; c++, i++) f(i);
         CK(cudaEventRecord(b));
         CK(cudaEventSynchronize(b));
         CK(cudaEventElapsedTime(&t[r], a, b));
+        t[r] /= CALLS;
     }
     CK(cudaGetLastError());
     CK(cudaEventDestroy(a));
@@ -211,7 +214,8 @@ struct ExtraTileRowPartial : GeEpilogue {
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
 };
 
-static void bench_epilogue(int M, int N, int K) {
+static void bench_epilogue(int M, int N, int K, int hint) {
+    ge_stream_hint = hint;
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
     int nset = 1;
     while (nset < 16 && nset * (na + nb) * 2 < ROTATE_BYTES) nset++;
@@ -222,7 +226,7 @@ static void bench_epilogue(int M, int N, int K) {
     CK(cudaMalloc(&C, nc * 2));
     CK(cudaMalloc(&C2, nc * 2));
     CK(cudaMalloc(&O, nc * 2));
-    CK(cudaMalloc(&part, (size_t)M * ge_row_parts(N) * 4));
+    CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
     /* all at 128 x 256 tiles, like the fused programs */
     const float t_plain = time_ms([&](int i) {
         ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {ge_out((bf16 *)C, M, N, N)}, 0);
@@ -243,10 +247,31 @@ static void bench_epilogue(int M, int N, int K) {
                                                ge_row_parts(N)};
         ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
     });
-    printf("%6d %6d %6d   plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)   K_res %7.3f ms (%+5.1f%%)   "
-           "| direct stores: plain %7.3f ms, +tile+row partial %7.3f ms (%+5.1f%%)\n",
-           M, N, K, t_plain, t_extra, 100.0 * (t_extra / t_plain - 1), t_res, 100.0 * (t_res / t_plain - 1),
-           t_plain_d, t_extra_d, 100.0 * (t_extra_d / t_plain_d - 1));
+    /* ping-pong 128 x 128 (row partials per 128 columns) */
+    const float t_plain_p = time_ms([&](int i) {
+        ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K,
+                                                               {ge_out((bf16 *)C, M, N, N)}, 0);
+    });
+    const float t_extra_p = time_ms([&](int i) {
+        const ExtraTileRowPartial::Params p = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part,
+                                               (N + 127) / 128};
+        ge_run<ExtraTileRowPartial, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
+    });
+    ge_sched_override = GE_CFG_PP128;
+    const float t_res_p = time_ms([&](int i) {
+        ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, 0);
+    });
+    ge_sched_override = GE_CFG_AUTO;
+    ge_stream_hint = 0;
+    printf("L2 evict-first hints %s\n", hint ? "on" : "off");
+    printf("%6d %6d %6d   cooperative 128x256: plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)   K_res %7.3f ms "
+           "(%+5.1f%%)\n", M, N, K, t_plain, t_extra, 100.0 * (t_extra / t_plain - 1), t_res,
+           100.0 * (t_res / t_plain - 1));
+    printf("%6d %6d %6d   ping-pong 128x128:   plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)   K_res %7.3f ms "
+           "(%+5.1f%%)\n", M, N, K, t_plain_p, t_extra_p, 100.0 * (t_extra_p / t_plain_p - 1), t_res_p,
+           100.0 * (t_res_p / t_plain_p - 1));
+    printf("%6d %6d %6d   direct stores (first version's epilogue), cooperative 128x256: plain %7.3f ms   +tile+row "
+           "partial %7.3f ms (%+5.1f%%)\n", M, N, K, t_plain_d, t_extra_d, 100.0 * (t_extra_d / t_plain_d - 1));
     fflush(stdout);
     for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
     CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
@@ -290,7 +315,7 @@ static void bench_norm_pattern(int M, int D) {
     void *T, *H, *Y, *Z, *Z2;
     CK(cudaMalloc(&T, nx * 2)); CK(cudaMalloc(&H, nx * 2)); CK(cudaMalloc(&Y, nx * 2));
     CK(cudaMalloc(&Z, nx * 2)); CK(cudaMalloc(&Z2, nx * 2));
-    CK(cudaMalloc(&part, (size_t)M * ge_row_parts(D) * 4)); CK(cudaMalloc(&r, (size_t)M * 4));
+    CK(cudaMalloc(&part, (size_t)M * ((D + 127) / 128) * 4)); CK(cudaMalloc(&r, (size_t)M * 4));
     const float eps = 1e-5f;
     auto bare = [&](int) {
         cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f);
@@ -318,12 +343,12 @@ static void bench_norm_pattern(int M, int D) {
 }
 
 int main(void) {
-    alarm(200); /* a deadlock ends the benchmark instead of the machine's lease */
+    alarm(400); /* a deadlock ends the benchmark instead of the machine's lease */
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     CB(cublasCreate(&blas));
-    printf("# bench_gemm on %s (%d SMs, %.0f MB L2); median of %d timings after %d warm-up\n", prop.name,
-           prop.multiProcessorCount, prop.l2CacheSize / 1e6, REPS, WARM);
+    printf("# bench_gemm on %s (%d SMs, %.0f MB L2); median of %d timings of %d back-to-back calls after %d warm-up\n",
+           prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6, REPS, CALLS, WARM);
 
     const int T = 8192;
     const struct { const char *name; int N, K; } lin[] = {
@@ -335,38 +360,43 @@ int main(void) {
     for (auto &x : lin) shapes.push_back({x.name, GE_ATB, x.N, x.K, T});  /* dW += dY^T.X */
     shapes.push_back({"8192^3", GE_ABT, 8192, 8192, 8192});
 
-    printf("\n## 1. GEMMs: ours vs cuBLAS (TFLOP/s)\n");
-    printf("%-22s %-6s %6s %6s %6s %-9s %8s %8s %6s %8s\n", "shape", "layout", "M", "N", "K", "out", "ours", "cuBLAS",
-           "ratio", "rel err");
-    for (auto &s : shapes) bench_shape(s);
-    double lg = 0, mn = 1e9;
-    for (double r : ratios) lg += log(r), mn = fmin(mn, r);
-    printf("geomean ratio %.3f over %zu shapes, min %.3f (targets: >= 0.95, none < 0.85)\n", exp(lg / ratios.size()),
-           ratios.size(), mn);
-
-    printf("\n## 1b. Tile width: the plain GEMM with 128 x 256 and 128 x 128 tiles forced (auto picks by waves)\n");
-    printf("%-22s %-6s %6s %6s %6s %-9s %8s %8s %6s %8s\n", "shape", "layout", "M", "N", "K", "out", "ours", "cuBLAS",
-           "ratio", "rel err");
-    {
-        const std::vector<double> keep = ratios;
-        const Shape vs[] = {{"qkv (dW)", GE_ATB, 3072, 2048, T}, {"o (dW)", GE_ATB, 2048, 2048, T},
-                            {"o 2048->2048", GE_ABT, T, 2048, 2048}, {"down (dX)", GE_AB, T, 8192, 2048}};
-        for (int bn : {256, 128}) {
-            ge_bn_override = bn;
-            printf("BN = %d\n", bn);
-            for (auto &s : vs) bench_shape(s);
-        }
-        ge_bn_override = 0;
-        ratios = keep;
+    /* Section 1 once per launcher configuration, then with the default (auto) choice. */
+    static const char *cfg_name[] = {"the default (ping-pong 128 x 128)", "cooperative 128 x 256",
+                                     "cooperative 128 x 128", "ping-pong 128 x 128"};
+    const int sel = getenv("GE_BENCH_CFGS") ? atoi(getenv("GE_BENCH_CFGS")) : 1; /* 1: all configurations */
+    for (int cfg : {GE_CFG_COOP256, GE_CFG_AUTO}) {
+        if (!sel && cfg != GE_CFG_AUTO) continue;
+        ge_sched_override = cfg;
+        ratios.clear();
+        printf("\n## 1. GEMMs: ours vs cuBLAS (TFLOP/s), %s\n", cfg_name[cfg]);
+        printf("%-22s %-6s %6s %6s %6s %-9s %8s %8s %6s %8s\n", "shape", "layout", "M", "N", "K", "out", "ours",
+               "cuBLAS", "ratio", "rel err");
+        for (auto &s : shapes) bench_shape(s);
+        double lg = 0, mn = 1e9;
+        for (double r : ratios) lg += log(r), mn = fmin(mn, r);
+        printf("geomean ratio %.3f over %zu shapes, min %.3f (targets: >= 0.95, none < 0.85) [%s]\n",
+               exp(lg / ratios.size()), ratios.size(), mn, cfg_name[cfg]);
     }
+    ge_sched_override = GE_CFG_AUTO;
 
     printf("\n## 2. Epilogue overhead (A.B^T, bf16): target <= 5%% for one extra tile + a row partial\n");
-    bench_epilogue(8192, 2048, 2048);
-    bench_epilogue(8192, 3072, 2048);
-    bench_epilogue(8192, 2048, 8192);
+    for (int hint : {0, 1}) {
+        bench_epilogue(8192, 2048, 2048, hint);
+        bench_epilogue(8192, 3072, 2048, hint);
+        bench_epilogue(8192, 2048, 8192, hint);
+    }
 
     printf("\n## 3. GEMM-residual-RMSNorm-GEMM (ratios to the two bare cuBLAS GEMMs; target <= 1.05x)\n");
-    for (int D : {2048, 4096, 8192}) bench_norm_pattern(16384, D);
+    for (int hint : {0, 1})
+        for (int cfg : {GE_CFG_AUTO, GE_CFG_PP128}) {
+            ge_sched_override = cfg;
+            ge_stream_hint = hint;
+            printf("fused programs: %s, L2 evict-first hints %s\n",
+                   cfg == GE_CFG_PP128 ? "ping-pong 128 x 128" : "cooperative 128 x 256", hint ? "on" : "off");
+            for (int D : {2048, 4096, 8192}) bench_norm_pattern(16384, D);
+        }
+    ge_sched_override = GE_CFG_AUTO;
+    ge_stream_hint = 0;
     cublasDestroy(blas);
     return 0;
 }

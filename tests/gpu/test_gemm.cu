@@ -1,10 +1,12 @@
 /* test_gemm.cu: the GEMM-epilogue engine (kernels/cuda/gemm) against cuBLAS and an fp64 CPU reference, on fresh
  * random inputs (seed printed; GE_SEED=n repeats a run):
  * - the plain GEMM in the three layouts, bf16 out, fp32 out and fp32 accumulate, ragged shapes, outputs poisoned
- *   with NaN first and guard zones around them checked for stray writes;
+ *   with NaN first and guard zones around them checked for stray writes, in every launcher configuration (tile
+ *   width, cooperative or ping-pong schedule);
  * - each epilogue primitive on its own, through a small program defined here (that a program is a few lines
  *   is the point of the engine): positions, maps, broadcasts, tile load/store, row/column partials, accumulate;
- * - the two fused programs (K_res + the r reduction, the row-scaled GEMM) and their chain vs fp64 references.
+ * - the two fused programs (K_res + the r reduction, the row-scaled GEMM) and their chain vs fp64 references, on
+ *   the cooperative and the ping-pong schedule.
  * The fp64 reference covers a sample of rows (all columns) so that large shapes stay cheap on the CPU. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -217,51 +219,64 @@ static void test_plain(ge_layout l, int M, int N, int K) {
     int rows[64];
     const int nr = pick_rows(M, 48, rows);
     double *ref = ref_rows(l, A, B, M, N, K, rows, nr);
-    char tag[128];
-    snprintf(tag, sizeof tag, "%s %d x %d x %d", lname(l), M, N, K);
-
-    /* bf16 out */
-    poison(dC16, nc * 2);
-    ge_gemm_bf16(l, dA, dB, dC16, M, N, K, 0);
-    CK(cudaDeviceSynchronize());
-    float *c16 = get_bf16(dC16, nc);
+    /* ref_acc = C0 + the product, on the sampled rows */
+    double *ref_acc = (double *)malloc((size_t)nr * N * sizeof(double));
+    for (int i = 0; i < nr; i++)
+        for (int n = 0; n < N; n++) ref_acc[(size_t)i * N + n] = ref[(size_t)i * N + n] + C0[(size_t)rows[i] * N + n];
     cublas_gemm(l, dA, dB, dRef, CUDA_R_32F, M, N, K, 0.0f);
     CK(cudaDeviceSynchronize());
     float *cref = get_f32(dRef, nc);
-    double e64 = rel_err_rows(c16, ref, rows, nr, N), eb = rel_err_full(c16, cref, nc);
-    CHECK(all_finite(c16, nc) && guards_intact(dC16, nc * 2) && e64 < 5e-3 && eb < 5e-3,
-          "plain %s bf16 out: every element written, guards intact; rel err vs fp64 %.2e, vs cuBLAS fp32 %.2e", tag,
-          e64, eb);
-
-    /* fp32 out */
-    poison(dC32, nc * 4);
-    ge_gemm_f32(l, dA, dB, dC32, 0, M, N, K, 0);
-    CK(cudaDeviceSynchronize());
-    float *c32 = get_f32(dC32, nc);
-    e64 = rel_err_rows(c32, ref, rows, nr, N);
-    eb = rel_err_full(c32, cref, nc);
-    CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < tol32(K) && eb < tol32(K),
-          "plain %s fp32 out: every element written, guards intact; rel err vs fp64 %.2e, vs cuBLAS %.2e", tag, e64,
-          eb);
-
-    /* fp32 accumulate: C = C0 + op(A) op(B) */
-    CK(cudaMemcpy(dC32, C0, nc * 4, cudaMemcpyHostToDevice));
-    ge_gemm_f32(l, dA, dB, dC32, 1, M, N, K, 0);
     CK(cudaMemcpy(dRef, C0, nc * 4, cudaMemcpyHostToDevice));
     cublas_gemm(l, dA, dB, dRef, CUDA_R_32F, M, N, K, 1.0f);
     CK(cudaDeviceSynchronize());
-    free(c32);
-    free(cref);
-    c32 = get_f32(dC32, nc);
-    cref = get_f32(dRef, nc);
-    for (int i = 0; i < nr; i++)
-        for (int n = 0; n < N; n++) ref[(size_t)i * N + n] += C0[(size_t)rows[i] * N + n];
-    e64 = rel_err_rows(c32, ref, rows, nr, N);
-    eb = rel_err_full(c32, cref, nc);
-    CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < tol32(K) && eb < tol32(K),
-          "plain %s fp32 accumulate (C += ...): rel err vs fp64 %.2e, vs cuBLAS beta=1 %.2e", tag, e64, eb);
+    float *cref_acc = get_f32(dRef, nc);
 
-    free(A), free(B), free(C0), free(ref), free(c16), free(c32), free(cref);
+    /* every configuration of the launchers: 128 x 256 and 128 x 128 cooperative, 128 x 128 ping-pong */
+    static const char *cfg_name[] = {"default", "coop 128x256", "coop 128x128", "ping-pong 128x128"};
+    for (int cfg = GE_CFG_COOP256; cfg <= GE_CFG_PP128; cfg++) {
+        ge_sched_override = cfg;
+        ge_stream_hint = cfg == GE_CFG_PP128; /* the L2 evict-first stores too */
+        char tag[160];
+        snprintf(tag, sizeof tag, "%s %d x %d x %d (%s%s)", lname(l), M, N, K, cfg_name[cfg],
+                 ge_stream_hint ? ", L2 hints" : "");
+
+        /* bf16 out */
+        poison(dC16, nc * 2);
+        ge_gemm_bf16(l, dA, dB, dC16, M, N, K, 0);
+        CK(cudaDeviceSynchronize());
+        float *c16 = get_bf16(dC16, nc);
+        double e64 = rel_err_rows(c16, ref, rows, nr, N), eb = rel_err_full(c16, cref, nc);
+        CHECK(all_finite(c16, nc) && guards_intact(dC16, nc * 2) && e64 < 5e-3 && eb < 5e-3,
+              "plain %s bf16 out: every element written, guards intact; rel err vs fp64 %.2e, vs cuBLAS fp32 %.2e",
+              tag, e64, eb);
+
+        /* fp32 out */
+        poison(dC32, nc * 4);
+        ge_gemm_f32(l, dA, dB, dC32, 0, M, N, K, 0);
+        CK(cudaDeviceSynchronize());
+        float *c32 = get_f32(dC32, nc);
+        e64 = rel_err_rows(c32, ref, rows, nr, N);
+        eb = rel_err_full(c32, cref, nc);
+        CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < tol32(K) && eb < tol32(K),
+              "plain %s fp32 out: every element written, guards intact; rel err vs fp64 %.2e, vs cuBLAS %.2e", tag,
+              e64, eb);
+        free(c32);
+
+        /* fp32 accumulate: C = C0 + op(A) op(B) */
+        CK(cudaMemcpy(dC32, C0, nc * 4, cudaMemcpyHostToDevice));
+        ge_gemm_f32(l, dA, dB, dC32, 1, M, N, K, 0);
+        CK(cudaDeviceSynchronize());
+        c32 = get_f32(dC32, nc);
+        e64 = rel_err_rows(c32, ref_acc, rows, nr, N);
+        eb = rel_err_full(c32, cref_acc, nc);
+        CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < tol32(K) && eb < tol32(K),
+              "plain %s fp32 accumulate (C += ...): rel err vs fp64 %.2e, vs cuBLAS beta=1 %.2e", tag, e64, eb);
+        free(c16), free(c32);
+    }
+    ge_sched_override = GE_CFG_AUTO;
+    ge_stream_hint = 0;
+
+    free(A), free(B), free(C0), free(ref), free(ref_acc), free(cref), free(cref_acc);
     dev_free(dA), dev_free(dB), dev_free(dC16), dev_free(dC32), dev_free(dRef);
 }
 
@@ -405,7 +420,7 @@ static void test_primitives(int M, int N, int K) {
         free(X), free(h1), free(h2), dev_free(dX), dev_free(d16);
     }
     { /* row partials (sum and max) */
-        const int np = ge_row_parts(N);
+        const int np = (N + GE_BN - 1) / GE_BN; /* run_abt: 128 x GE_BN tiles */
         float *ds = (float *)dev_alloc((size_t)M * np * 4), *dm = (float *)dev_alloc((size_t)M * np * 4);
         poison(ds, (size_t)M * np * 4), poison(dm, (size_t)M * np * 4);
         run_abt<PRowPart>(dA, dB, M, N, K, {ds, dm, np});
@@ -516,8 +531,8 @@ static void test_fused(int M, int N, int K, int N2) {
     const double er = sqrt(rnum / rden);
     CHECK(all_finite(D, nd) && all_finite(O, nd) && all_finite(r, M) && guards_intact(dD, nd * 2) &&
               guards_intact(dO, nd * 2) && eD < 5e-3 && eO < 5e-3 && er < 1e-3,
-          "fused K_res %d x %d x %d: D = A.W^T + res rel err %.2e, O = D*gamma %.2e, r (from partials) %.2e", M, N, K,
-          eD, eO, er);
+          "fused K_res %d x %d x %d (%s): D = A.W^T + res rel err %.2e, O = D*gamma %.2e, r (from partials) %.2e", M,
+          N, K, ge_sched_override == GE_CFG_PP128 ? "ping-pong" : "cooperative", eD, eO, er);
 
     /* Z = rmsnorm(D) . W2^T in fp64 from the unrounded reference D */
     double *z_ref = (double *)calloc((size_t)nr * N2, sizeof(double));
@@ -589,6 +604,12 @@ int main(void) {
 
     test_fused(1000, 2000, 264, 520);
     test_fused(4096, 2048, 2048, 2048);
+    ge_sched_override = GE_CFG_PP128; /* the fused programs on the ping-pong schedule, with the L2 hints */
+    ge_stream_hint = 1;
+    test_fused(1000, 2000, 264, 520);
+    test_fused(4096, 2048, 2048, 2048);
+    ge_sched_override = GE_CFG_AUTO;
+    ge_stream_hint = 0;
 
     cublasDestroy(blas);
     return test_summary();

@@ -70,18 +70,19 @@ int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N,
     return r == CUDA_SUCCESS;
 }
 
-int ge_bn_override = 0;
+int ge_sched_override = 0;
+int ge_stream_hint = 0;
 
-/* The plain GEMMs' tile width: 128 x 256 tiles unless 128 x 128 tiles fill the SMs' waves enough better to pay
- * for their lower efficiency (taken as 8% here): e.g. 3072 x 2048 is 192 tiles of 128 x 256 on 132 SMs (two
- * rounds, the second 45% full) but 384 of 128 x 128 (three rounds of half the work, 97% full). */
-static int pick_bn(int M, int N) {
-    if (ge_bn_override == 128 || ge_bn_override == 256) return ge_bn_override;
-    const long sms = ge_num_sms(), mt = (M + GE_BM - 1) / GE_BM;
-    const long t256 = mt * ((N + 255) / 256), t128 = mt * ((N + 127) / 128);
-    const double c256 = (double)((t256 + sms - 1) / sms), c128 = 0.54 * (double)((t128 + sms - 1) / sms);
-    return c128 < c256 ? 128 : 256;
+/* The plain GEMMs' configuration (GE_CFG_*): ping-pong 128 x 128 (measured on an H200 over the 16 training
+ * shapes: geomean 1.03x cuBLAS against 0.95x for cooperative 128 x 256 and 128 x 128; RESULTS.md section 5). */
+static int pick_cfg(int M, int N) {
+    (void)M, (void)N;
+    if (ge_sched_override >= GE_CFG_COOP256 && ge_sched_override <= GE_CFG_PP128) return ge_sched_override;
+    return GE_CFG_PP128;
 }
+
+/* The fused programs' configuration: cooperative 128 x 256 unless overridden to ping-pong. */
+static int fused_pp(void) { return ge_sched_override == GE_CFG_PP128; }
 
 int ge_num_sms(void) {
     static int n = 0;
@@ -97,14 +98,14 @@ int ge_num_sms(void) {
 static long lda_of(ge_layout l, int M, int K) { return l == GE_ATB ? M : K; }
 static long ldb_of(ge_layout l, int N, int K) { return l == GE_ABT ? K : N; }
 
-template <class Program, int BN>
-static void run_layout_bn(ge_layout l, const void *A, const void *B, int M, int N, int K,
-                          const typename Program::Params &p, cudaStream_t s) {
+template <class Program, int BN, int SCHED>
+static void run_layout_cfg(ge_layout l, const void *A, const void *B, int M, int N, int K,
+                           const typename Program::Params &p, cudaStream_t s) {
     const long lda = lda_of(l, M, K), ldb = ldb_of(l, N, K);
     switch (l) {
-    case GE_ABT: ge_run<Program, GE_ABT, BN>(A, lda, B, ldb, M, N, K, p, s); break;
-    case GE_AB: ge_run<Program, GE_AB, BN>(A, lda, B, ldb, M, N, K, p, s); break;
-    case GE_ATB: ge_run<Program, GE_ATB, BN>(A, lda, B, ldb, M, N, K, p, s); break;
+    case GE_ABT: ge_run<Program, GE_ABT, BN, SCHED>(A, lda, B, ldb, M, N, K, p, s); break;
+    case GE_AB: ge_run<Program, GE_AB, BN, SCHED>(A, lda, B, ldb, M, N, K, p, s); break;
+    case GE_ATB: ge_run<Program, GE_ATB, BN, SCHED>(A, lda, B, ldb, M, N, K, p, s); break;
     default: ge_fail("ge_gemm", "unknown layout");
     }
 }
@@ -112,10 +113,11 @@ static void run_layout_bn(ge_layout l, const void *A, const void *B, int M, int 
 template <class Program>
 static void run_layout(ge_layout l, const void *A, const void *B, int M, int N, int K,
                        const typename Program::Params &p, cudaStream_t s) {
-    if (pick_bn(M, N) == 128)
-        run_layout_bn<Program, 128>(l, A, B, M, N, K, p, s);
-    else
-        run_layout_bn<Program, 256>(l, A, B, M, N, K, p, s);
+    switch (pick_cfg(M, N)) {
+    case GE_CFG_COOP128: run_layout_cfg<Program, 128, GE_COOP>(l, A, B, M, N, K, p, s); break;
+    case GE_CFG_PP128: run_layout_cfg<Program, 128, GE_PINGPONG>(l, A, B, M, N, K, p, s); break;
+    default: run_layout_cfg<Program, 256, GE_COOP>(l, A, B, M, N, K, p, s); break;
+    }
 }
 
 extern "C" void ge_gemm_bf16(ge_layout layout, const void *A, const void *B, void *C, int M, int N, int K,
@@ -131,13 +133,16 @@ extern "C" void ge_gemm_f32(ge_layout layout, const void *A, const void *B, floa
         run_layout<GeStore<float, false>>(layout, A, B, M, N, K, {ge_out(C, M, N, N)}, stream);
 }
 
-extern "C" int ge_row_parts(int N) { return (N + GE_BN - 1) / GE_BN; }
+extern "C" int ge_row_parts(int N) { return fused_pp() ? (N + 127) / 128 : (N + GE_BN - 1) / GE_BN; }
 
 extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
                                  float *part, int M, int N, int K, cudaStream_t stream) {
-    const GeResNorm::Params p = {ge_out((bf16 *)D, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)res, gamma,
-                                 part, N, ge_row_parts(N)};
-    ge_run<GeResNorm, GE_ABT>(A, K, W, K, M, N, K, p, stream);
+    const GeResNorm<>::Params p = {ge_out((bf16 *)D, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)res, gamma,
+                                 part, N, ge_row_parts(N), ge_stream_hint};
+    if (fused_pp())
+        ge_run<GeResNorm<128>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
+    else
+        ge_run<GeResNorm<>, GE_ABT>(A, K, W, K, M, N, K, p, stream);
 }
 
 static __global__ void ge_rms_finish_kernel(const float *part, int nparts, int M, int N, float eps, float *r) {
@@ -157,8 +162,17 @@ extern "C" void ge_rms_finish(const float *part, int M, int N, float eps, float 
 
 extern "C" void ge_gemm_rowscale(const void *O, const void *W, const float *r, void *Z, int z_f32, int M, int N,
                                  int K, cudaStream_t stream) {
-    if (z_f32)
-        ge_run<GeRowScale<float>, GE_ABT>(O, K, W, K, M, N, K, {r, ge_out((float *)Z, M, N, N)}, stream);
-    else
-        ge_run<GeRowScale<bf16>, GE_ABT>(O, K, W, K, M, N, K, {r, ge_out((bf16 *)Z, M, N, N)}, stream);
+    if (z_f32) {
+        const GeRowScale<float>::Params p = {r, ge_out((float *)Z, M, N, N)};
+        if (fused_pp())
+            ge_run<GeRowScale<float>, GE_ABT, 128, GE_PINGPONG>(O, K, W, K, M, N, K, p, stream);
+        else
+            ge_run<GeRowScale<float>, GE_ABT>(O, K, W, K, M, N, K, p, stream);
+    } else {
+        const GeRowScale<bf16>::Params p = {r, ge_out((bf16 *)Z, M, N, N)};
+        if (fused_pp())
+            ge_run<GeRowScale<bf16>, GE_ABT, 128, GE_PINGPONG>(O, K, W, K, M, N, K, p, stream);
+        else
+            ge_run<GeRowScale<bf16>, GE_ABT>(O, K, W, K, M, N, K, p, stream);
+    }
 }

@@ -62,8 +62,13 @@ CUtensorMap ge_tensor_map(const char *what, const void *base, uint64_t inner, ui
 int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N, long ld);
 int ge_num_sms(void);
 void ge_fail(const char *what, const char *detail);
-/* 128 or 256 forces the plain GEMMs' tile width (benchmarks); 0 (default) picks it from the wave count. */
-extern int ge_bn_override;
+/* Configurations of the launchers in gemm.cu: tile width and schedule (see ge_kernel). ge_sched_override (tests,
+ * benchmarks) forces one for the plain GEMMs, and GE_CFG_PP128 also for the fused programs; 0 (default): the
+ * plain GEMMs pick by the wave count, the fused programs run GE_CFG_COOP256. */
+enum { GE_CFG_AUTO = 0, GE_CFG_COOP256 = 1, GE_CFG_COOP128 = 2, GE_CFG_PP128 = 3 };
+extern int ge_sched_override;
+/* 1: the launchers' epilogue streams (GeOut stores, K_res's residual) use the L2 evict-first policy. */
+extern int ge_stream_hint;
 
 /* An output for an epilogue program's Params: through TMA where the matrix allows it, else direct stores. */
 template <class T>
@@ -73,6 +78,7 @@ GeOut<T> ge_out(T *p, int M, int N, long ld) {
     o.ptr = p;
     o.ld = ld;
     o.tma = ge_out_map(&o.map, p, (int)sizeof(T), M, N, ld);
+    o.hint = ge_stream_hint;
     return o;
 }
 /* The same, always stored directly from registers (the path the engine had before GeOut). */
@@ -104,7 +110,7 @@ struct GeSmem {
     static constexpr int kEpiPerConsumer = kBufs * kUnits * kUnit;
     static constexpr int oB = kStages * kA, oEpi = kStages * kStage, oCol = oEpi + 2 * kEpiPerConsumer,
                          oBar = oCol + kCol;
-    static constexpr int kBytes = 1024 + oBar + 2 * kStages * 8;
+    static constexpr int kBytes = 1024 + oBar + 2 * kStages * 8 + 2 * 8;
     static_assert(BN == 128 || BN == 256, "tile width 128 or 256");
     static_assert(kStages >= 2, "too little shared memory for two pipeline stages");
     static_assert(kUnits == 0 || kBufs >= 2, "too little shared memory for double-buffered GeOut staging");
@@ -121,18 +127,28 @@ __device__ __forceinline__ void ge_tile_coords(int t, int Mt, int Nt, int &tm, i
     tn = r / gsize;
 }
 
-template <class Program, bool A_MN, bool B_MN, int BN>
+/* Schedules. GE_COOP: both consumers work on one 128 x BN tile (consumer c: rows 64c..64c+63), then both run its
+ * epilogue while the tensor cores idle. GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's tiles
+ * c, c + 2, ...: two m64 row blocks each), so one consumer's epilogue runs while the other's main loop keeps the
+ * tensor cores busy; an mbarrier per consumer makes the two main loops alternate (see the wait below). */
+enum { GE_COOP = 0, GE_PINGPONG = 1 };
+
+template <class Program, bool A_MN, bool B_MN, int BN, int SCHED>
 __global__ void __launch_bounds__(GE_THREADS, 1)
     ge_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, int M, int N, int K,
               const __grid_constant__ typename Program::Params params) {
     using L = GeSmem<Program, BN>;
     constexpr int S = L::kStages;
+    constexpr bool PP = SCHED == GE_PINGPONG;
+    constexpr int MB = PP ? 2 : 1; /* m64 row blocks per consumer */
+    static_assert(!PP || (BN == 128 && !Program::kColPartials), "ping-pong: 128 x 128 tiles, no column partials");
     extern __shared__ uint8_t ge_smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(ge_smem_raw) + 1023) & ~uintptr_t(1023));
     uint8_t *sA = smem;
     uint8_t *sB = smem + L::oB;
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + L::oBar);
     uint64_t *empty = full + S;
+    uint64_t *order = empty + S; /* ping-pong: order[c] completes a phase when consumer c ends a main loop */
     float *scratch = reinterpret_cast<float *>(smem + L::oCol);
 
     const int Mt = (M + GE_BM - 1) / GE_BM, Nt = (N + BN - 1) / BN;
@@ -141,8 +157,10 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 8);
+            mbar_init(&empty[s], PP ? 4 : 8); /* lane 0 of each warp of the consumer(s) reading the stage */
         }
+        mbar_init(&order[0], 1);
+        mbar_init(&order[1], 1);
         mbar_fence_init();
     }
     __syncthreads();
@@ -193,9 +211,11 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         constexpr uint32_t a_lbo = A_MN ? 8192 : 16, b_lbo = B_MN ? 8192 : 16;
         constexpr uint32_t a_step = A_MN ? 2048 : 32, b_step = B_MN ? 2048 : 32;
 
-        float acc[BN / 2];
+        float acc[MB][BN / 2];
 #pragma unroll
-        for (int i = 0; i < BN / 2; i++) acc[i] = 0.0f;
+        for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) acc[mb][i] = 0.0f;
 
         GeTile tile;
         tile.M = M;
@@ -203,42 +223,53 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         tile.lane = lane;
         tile.cwarp = c * 4 + warp;
         tile.ctid = c * 128 + wtid;
+        tile.ttid = PP ? wtid : c * 128 + wtid;
+        tile.tthreads = PP ? 128 : 256;
         tile.smem = Program::kColPartials ? scratch : nullptr;
         tile.srow = 16 * warp + (lane >> 2);
         tile.stage = 0;
         tile.j = 0;
+        tile.l2_stream = l2_evict_first_policy();
         const uint32_t stage_base = smem_u32(smem + L::oEpi + c * L::kEpiPerConsumer);
         int buf = 0; /* GeOut staging buffer of the next chunk */
         Program prog;
 
-        int s = 0, prev = 0;
-        uint32_t phase = 0;
-        for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        /* the CTA's i-th tile (t = blockIdx.x + i * gridDim.x) is k-blocks i*nk .. i*nk + nk - 1 of the ring */
+        for (int i = PP ? c : 0, t = blockIdx.x + i * gridDim.x; t < ntiles; i += PP ? 2 : 1, t = blockIdx.x + i * gridDim.x) {
             int tm, tn;
             ge_tile_coords(t, Mt, Nt, tm, tn);
             tile.tm = tm;
             tile.tn = tn;
             tile.m0 = tm * GE_BM;
             tile.n0 = tn * BN;
-            tile.crow0 = tile.m0 + 64 * c;
-            tile.row[0] = tile.crow0 + tile.srow;
-            tile.row[1] = tile.row[0] + 8;
             tile.col0 = tile.n0 + 2 * (lane & 3);
             prog.prefetch(params, tile);
 
+            const long g0 = (long)i * nk;
+            int s = (int)(g0 % S), prev = s;
+            uint32_t phase = (uint32_t)((g0 / S) & 1);
+            /* Ping-pong: start this main loop only once the other consumer has ended the main loop of tile i-1.
+             * Then the producer has filled every k-block before this tile's, so a stage's full barrier is at most
+             * one phase behind the one waited for (a parity wait cannot tell phase p from p-2), and the two main
+             * loops alternate on the tensor cores while each epilogue overlaps the other consumer's main loop. */
+            if (PP && i > 0) mbar_wait(&order[c ^ 1], (uint32_t)(((i - 1) >> 1) & 1));
             for (int kb = 0; kb < nk; kb++) {
                 mbar_wait(&full[s], phase);
-                const uint64_t da = wgmma_desc_sw128(sA + s * L::kA + c * 8192, a_lbo, 1024);
+                const uint64_t da = wgmma_desc_sw128(sA + s * L::kA, a_lbo, 1024);
                 const uint64_t db = wgmma_desc_sw128(sB + s * L::kB, b_lbo, 1024);
                 wgmma_fence();
 #pragma unroll
                 for (int kk = 0; kk < GE_BK / 16; kk++) {
-                    if constexpr (BN == 256)
-                        wgmma_m64n256k16<A_MN, B_MN>(acc, da + ((kk * a_step) >> 4), db + ((kk * b_step) >> 4),
-                                                     (kb | kk) != 0);
-                    else
-                        wgmma_m64n128k16<A_MN, B_MN>(acc, da + ((kk * a_step) >> 4), db + ((kk * b_step) >> 4),
-                                                     (kb | kk) != 0);
+#pragma unroll
+                    for (int mb = 0; mb < MB; mb++) {
+                        /* this row block's 64 rows of A start 8 KB apart in the stage, either layout */
+                        const uint64_t dam = da + ((((PP ? mb : c) * 8192) + kk * a_step) >> 4);
+                        const uint64_t dbk = db + ((kk * b_step) >> 4);
+                        if constexpr (BN == 256)
+                            wgmma_m64n256k16<A_MN, B_MN>(acc[mb], dam, dbk, (kb | kk) != 0);
+                        else
+                            wgmma_m64n128k16<A_MN, B_MN>(acc[mb], dam, dbk, (kb | kk) != 0);
+                    }
                 }
                 wgmma_commit();
                 wgmma_wait<1>();
@@ -249,38 +280,49 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                     phase ^= 1;
                 }
             }
+            if (PP && wtid == 0) mbar_arrive(&order[c]);
             wgmma_wait<0>();
             if (lane == 0) mbar_arrive(&empty[prev]);
 #pragma unroll
-            for (int i = 0; i < BN / 2; i++) reg_fence(acc[i]);
+            for (int mb = 0; mb < MB; mb++)
+#pragma unroll
+                for (int i2 = 0; i2 < BN / 2; i2++) reg_fence(acc[mb][i2]);
 
-            /* The epilogue, in chunks of 32 columns (4 fragments). After a chunk whose program stages GeOut
-             * tiles, one thread per consumer issues the chunk's bulk stores (flush) without waiting for them; a
-             * staging buffer is written again only after its last stores have read it (kBufs - 2 may pend). */
-            prog.begin(params, tile);
+            /* The epilogue, per m64 row block, in chunks of 32 columns (4 fragments). After a chunk whose
+             * program stages GeOut tiles, one thread per consumer issues the chunk's bulk stores (flush) without
+             * waiting for them; a staging buffer is written again only after its last stores have read it
+             * (kBufs - 2 may pend). */
 #pragma unroll
-            for (int q = 0; q < BN / 32; q++) {
-                tile.chunk_col = tile.n0 + 32 * q;
-                if constexpr (L::kUnits > 0) tile.stage = stage_base + buf * (L::kUnits * L::kUnit);
+            for (int mb = 0; mb < MB; mb++) {
+                tile.crow0 = tile.m0 + 64 * (PP ? mb : c);
+                tile.row[0] = tile.crow0 + tile.srow;
+                tile.row[1] = tile.row[0] + 8;
+                prog.begin(params, tile);
 #pragma unroll
-                for (int jj = 0; jj < 4; jj++) {
-                    const int j = 4 * q + jj;
-                    tile.j = j;
-                    float2 v[2] = {make_float2(acc[4 * j], acc[4 * j + 1]), make_float2(acc[4 * j + 2], acc[4 * j + 3])};
-                    prog.frag(params, tile, tile.col0 + 8 * j, v);
-                }
-                if constexpr (L::kUnits > 0) {
-                    fence_proxy_async_shared();
-                    if (leader) bulk_wait_read<L::kBufs - 2>();
-                    named_bar_sync(2 + c, 128);
-                    if (leader) {
-                        prog.flush(params, tile);
-                        bulk_commit();
+                for (int q = 0; q < BN / 32; q++) {
+                    tile.chunk_col = tile.n0 + 32 * q;
+                    if constexpr (L::kUnits > 0) tile.stage = stage_base + buf * (L::kUnits * L::kUnit);
+#pragma unroll
+                    for (int jj = 0; jj < 4; jj++) {
+                        const int j = 4 * q + jj;
+                        tile.j = j;
+                        float2 v[2] = {make_float2(acc[mb][4 * j], acc[mb][4 * j + 1]),
+                                       make_float2(acc[mb][4 * j + 2], acc[mb][4 * j + 3])};
+                        prog.frag(params, tile, tile.col0 + 8 * j, v);
                     }
-                    buf = buf + 1 == L::kBufs ? 0 : buf + 1;
+                    if constexpr (L::kUnits > 0) {
+                        fence_proxy_async_shared();
+                        if (leader) bulk_wait_read<L::kBufs - 2>();
+                        named_bar_sync(2 + c, 128);
+                        if (leader) {
+                            prog.flush(params, tile);
+                            bulk_commit();
+                        }
+                        buf = buf + 1 == L::kBufs ? 0 : buf + 1;
+                    }
                 }
+                prog.end(params, tile);
             }
-            prog.end(params, tile);
         }
         if constexpr (L::kUnits > 0) {
             if (leader) bulk_wait<0>();
@@ -290,9 +332,9 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
 
 /* ---------------------------------------------------------------- host launch */
 
-/* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN. lda / ldb are the operands' row
+/* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN, schedule SCHED. lda / ldb are the operands' row
  * strides in elements (A is [M,K] or, for GE_ATB, [K,M]; B is [N,K] for GE_ABT, else [K,N]). */
-template <class Program, int LAYOUT, int BN = GE_BN>
+template <class Program, int LAYOUT, int BN = GE_BN, int SCHED = GE_COOP>
 void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int K,
             const typename Program::Params &params, cudaStream_t stream) {
     constexpr bool A_MN = LAYOUT == GE_ATB, B_MN = LAYOUT != GE_ABT;
@@ -303,7 +345,7 @@ void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int 
     const CUtensorMap tmB = B_MN ? ge_tensor_map("B (N-major)", B, N, K, ldb, 64, GE_BK)
                                  : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, BN);
     constexpr int smem = GeSmem<Program, BN>::kBytes;
-    auto kernel = ge_kernel<Program, A_MN, B_MN, BN>;
+    auto kernel = ge_kernel<Program, A_MN, B_MN, BN, SCHED>;
     static bool configured = false; /* one per instantiation */
     if (!configured) {
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);

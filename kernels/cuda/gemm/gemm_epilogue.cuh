@@ -33,6 +33,8 @@ struct GeTile {
     int lane;     /* lane in the warp */
     int cwarp;    /* consumer warp, 0..7 */
     int ctid;     /* consumer thread, 0..255 */
+    int ttid;     /* this thread among the tile's owners (both consumers, or one in ping-pong) */
+    int tthreads; /* the tile's owners: 256 or 128 */
     float *smem;  /* epilogue scratch in shared memory (column partials), or null */
     int j;        /* the fragment that frag() gets: 0..BN/8-1, a compile-time constant in the unrolled loop */
     /* GeOut staging: the epilogue runs in chunks of 32 columns; this consumer's 64 rows of the chunk */
@@ -40,6 +42,7 @@ struct GeTile {
     int srow;      /* this thread's first row inside that half: 16*warp + lane/4 (the second is +8) */
     int chunk_col; /* first column of the current chunk */
     uint32_t stage; /* shared-window address of the current chunk's staging slots (4 KB units), or 0 */
+    uint64_t l2_stream; /* L2 evict-first policy for streamed epilogue data (GeOut::hint, GeTileIn) */
 };
 
 /* Valid columns of the pair starting at `col` in a matrix of `ncols` columns: 0, 1 or 2. */
@@ -216,6 +219,7 @@ struct GeOut {
     T *ptr;
     long ld;
     int tma;
+    int hint; /* 1: TMA stores with the L2 evict-first policy */
     static constexpr int kUnits = (int)sizeof(T) / 2; /* 4 KB staging units per chunk: bf16 1, fp32 2 */
 };
 
@@ -252,10 +256,18 @@ __device__ __forceinline__ float2 ge_out_put(const GeOut<T> &o, const GeTile &t,
 template <bool ACC = false, class T>
 __device__ __forceinline__ void ge_out_flush(const GeOut<T> &o, const GeTile &t, int unit) {
     if (!o.tma || (ACC && sizeof(T) == 2)) return;
-    if (ACC)
-        tma_reduce_add_2d(&o.map, t.stage + unit * 4096, t.chunk_col, t.crow0);
-    else
-        tma_store_2d(&o.map, t.stage + unit * 4096, t.chunk_col, t.crow0);
+    const uint32_t src = t.stage + unit * 4096;
+    if (o.hint) {
+        if (ACC)
+            tma_reduce_add_2d_hint(&o.map, src, t.chunk_col, t.crow0, t.l2_stream);
+        else
+            tma_store_2d_hint(&o.map, src, t.chunk_col, t.crow0, t.l2_stream);
+    } else {
+        if (ACC)
+            tma_reduce_add_2d(&o.map, src, t.chunk_col, t.crow0);
+        else
+            tma_store_2d(&o.map, src, t.chunk_col, t.crow0);
+    }
 }
 
 /* Issues L2 prefetches for the tile's [128 x bn] block of a row-major matrix shaped like the output (row stride
@@ -263,7 +275,7 @@ __device__ __forceinline__ void ge_out_flush(const GeOut<T> &o, const GeTile &t,
 template <class T>
 __device__ __forceinline__ void ge_prefetch_tile(const T *p, long ld, const GeTile &t, int bn) {
     const int lines = bn * (int)sizeof(T) / 128; /* 128-byte lines per row */
-    for (int i = t.ctid; i < 128 * lines; i += 256) {
+    for (int i = t.ttid; i < 128 * lines; i += t.tthreads) {
         const int row = t.m0 + i / lines, col = t.n0 + (i % lines) * (128 / (int)sizeof(T));
         if (row < t.M && col < t.N) prefetch_l2(p + (long)row * ld + col);
     }
@@ -280,13 +292,14 @@ struct GeTileIn {
     uint32_t v[RING][2];
     const bf16 *rp[2]; /* this thread's two rows at column col0 */
     bool fast;         /* both rows inside, the tile's columns inside, 4-byte aligned: unmasked loads */
+    bool hint;         /* loads with the L2 evict-first policy */
     template <bool FAST>
     __device__ __forceinline__ void load_frag(const GeTile &t, int j) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const bf16 *q = rp[h] + 8 * j;
             if (FAST) {
-                v[j % RING][h] = __ldg(reinterpret_cast<const unsigned int *>(q));
+                v[j % RING][h] = hint ? ldg_b32_hint(q, t.l2_stream) : __ldg(reinterpret_cast<const unsigned int *>(q));
             } else {
                 const int nv = t.row[h] < t.M ? ge_pair_valid(t.col0 + 8 * j, t.N) : 0;
                 const unsigned short lo = nv > 0 ? __ldg(reinterpret_cast<const unsigned short *>(q)) : 0;
@@ -307,7 +320,8 @@ struct GeTileIn {
                 if (j0 + i < BN / 8) load_frag<false>(t, j0 + i);
         }
     }
-    __device__ __forceinline__ void start(const bf16 *p, long ld, const GeTile &t) {
+    __device__ __forceinline__ void start(const bf16 *p, long ld, const GeTile &t, bool l2_hint = false) {
+        hint = l2_hint;
         rp[0] = p + (long)t.row[0] * ld + t.col0;
         rp[1] = p + (long)t.row[1] * ld + t.col0;
         fast = t.row[1] < t.M && t.n0 + BN <= t.N &&

@@ -22,22 +22,25 @@ struct GeStore : GeEpilogue {
 
 /* K_res: D = acc + res (stored bf16); O = D * gamma; part[row, tn] = sum over the tile's columns of D^2.
  * The residual tile is prefetched into L2 before the main loop and read into registers all at once. */
+struct GeResNormParams {
+    GeOut<bf16> D, O;
+    const bf16 *res;
+    const float *gamma;
+    float *part;
+    long ld;      /* row stride of res */
+    long ldpart;  /* row stride of part (partials per row) */
+    int hint;     /* 1: read res with the L2 evict-first policy */
+};
+template <int BN = GE_BN> /* the tile width it runs with */
 struct GeResNorm : GeEpilogue {
     static constexpr int kStageUnits = 2; /* D at unit 0, O at unit 1 */
-    struct Params {
-        GeOut<bf16> D, O;
-        const bf16 *res;
-        const float *gamma;
-        float *part;
-        long ld;      /* row stride of res */
-        long ldpart;  /* row stride of part (partials per row) */
-    };
+    using Params = GeResNormParams;
     GeRowPartial<GeSum> ss;
-    GeTileIn<GE_BN> res; /* the whole tile: 64 registers, all loads in flight at once */
-    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) { ge_prefetch_tile(p.res, p.ld, t, GE_BN); }
+    GeTileIn<BN> res; /* the whole tile: BN/4 registers, all loads in flight at once */
+    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) { ge_prefetch_tile(p.res, p.ld, t, BN); }
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
         ss.reset();
-        res.start(p.res, p.ld, t);
+        res.start(p.res, p.ld, t, p.hint);
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         const float2 g = ge_col_vec(p.gamma, t, col);

@@ -80,11 +80,41 @@ __device__ __forceinline__ void tma_reduce_add_2d(const CUtensorMap *map, uint32
 }
 
 /* Shared-memory stores by shared-window address (st.shared: no generic-address conversion). */
+/* No "memory" clobber: global loads may move across them (the staging they write is ordered by the volatile
+ * fence.proxy.async and bar.sync that follow). */
 __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
 }
 __device__ __forceinline__ void st_shared_v2f32(uint32_t addr, float2 v) {
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(v.x), "f"(v.y) : "memory");
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(v.x), "f"(v.y));
+}
+
+/* An L2 cache policy that evicts first: for data streamed once (epilogue outputs and inputs), so that it does
+ * not push the operands' panels, which other tiles reuse, out of L2. */
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+    uint64_t p;
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+    return p;
+}
+__device__ __forceinline__ void tma_store_2d_hint(const CUtensorMap *map, uint32_t src, int c0, int c1, uint64_t pol) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%2, %3}], [%1], %4;\n" ::"l"(
+                     reinterpret_cast<uint64_t>(map)),
+                 "r"(src), "r"(c0), "r"(c1), "l"(pol)
+                 : "memory");
+}
+__device__ __forceinline__ void tma_reduce_add_2d_hint(const CUtensorMap *map, uint32_t src, int c0, int c1,
+                                                       uint64_t pol) {
+    asm volatile(
+        "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.bulk_group.L2::cache_hint [%0, {%2, %3}], [%1], %4;\n" ::"l"(
+            reinterpret_cast<uint64_t>(map)),
+        "r"(src), "r"(c0), "r"(c1), "l"(pol)
+        : "memory");
+}
+/* 4-byte read-only load with an L2 cache policy. */
+__device__ __forceinline__ uint32_t ldg_b32_hint(const void *p, uint64_t pol) {
+    uint32_t v;
+    asm volatile("ld.global.nc.L2::cache_hint.b32 %0, [%1], %2;\n" : "=r"(v) : "l"(p), "l"(pol));
+    return v;
 }
 
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
