@@ -16,7 +16,6 @@ torch.cuda.max_memory_allocated for PyTorch (neither counts the CUDA context).
 """
 import argparse
 import json
-import math
 import os
 import re
 import statistics
@@ -29,93 +28,26 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reference import Llama, model_config  # noqa: E402  (the one PyTorch model of the project)
+
 PEAK_FLOPS = 989e12
 
 
-def rope_inv_freq(c):
-    hd = c["head_dim"]
-    inv = 1.0 / (c["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
-    rs = c.get("rope_scaling")
-    if rs and rs.get("rope_type") == "llama3":
-        old, lo, hi, factor = (rs["original_max_position_embeddings"], rs["low_freq_factor"], rs["high_freq_factor"],
-                               rs["factor"])
-        wavelen = 2 * math.pi / inv
-        smooth = (old / wavelen - lo) / (hi - lo)
-        scaled = torch.where(wavelen > old / lo, inv / factor, inv)
-        mid = (wavelen <= old / lo) & (wavelen >= old / hi)
-        inv = torch.where(mid, (1 - smooth) * inv / factor + smooth * inv, scaled)
-    return inv
+class LlamaWithLoss(nn.Module):
+    """scripts/reference.py's model (Hugging Face's LlamaForCausalLM math) with SDPA attention and precomputed RoPE
+    tables, the matrices initialized N(0, initializer_range) like ./train, and the mean cross-entropy inside the
+    module so that torch.compile sees the whole forward."""
 
-
-def rotate_half(x):
-    x1, x2 = x.chunk(2, dim=-1)
-    return torch.cat((-x2, x1), dim=-1)
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, d, eps):
+    def __init__(self, c, T, init_std):
         super().__init__()
-        self.weight = nn.Parameter(torch.ones(d))
-        self.eps = eps
-
-    def forward(self, x):
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * h.to(x.dtype)
-
-
-class Block(nn.Module):
-    def __init__(self, c):
-        super().__init__()
-        D, hd, Hq, Hkv, F_ = c["hidden_size"], c["head_dim"], c["num_attention_heads"], c["num_key_value_heads"], \
-            c["intermediate_size"]
-        self.Hq, self.Hkv, self.hd = Hq, Hkv, hd
-        self.q_proj = nn.Linear(D, Hq * hd, bias=False)
-        self.k_proj = nn.Linear(D, Hkv * hd, bias=False)
-        self.v_proj = nn.Linear(D, Hkv * hd, bias=False)
-        self.o_proj = nn.Linear(Hq * hd, D, bias=False)
-        self.gate_proj = nn.Linear(D, F_, bias=False)
-        self.up_proj = nn.Linear(D, F_, bias=False)
-        self.down_proj = nn.Linear(F_, D, bias=False)
-        self.n1 = RMSNorm(D, c["rms_norm_eps"])
-        self.n2 = RMSNorm(D, c["rms_norm_eps"])
-
-    def forward(self, x, cos, sin):
-        B, T, _ = x.shape
-        h = self.n1(x)
-        q = self.q_proj(h).view(B, T, self.Hq, self.hd).transpose(1, 2)
-        k = self.k_proj(h).view(B, T, self.Hkv, self.hd).transpose(1, 2)
-        v = self.v_proj(h).view(B, T, self.Hkv, self.hd).transpose(1, 2)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        x = x + self.o_proj(y.transpose(1, 2).reshape(B, T, -1))
-        h = self.n2(x)
-        return x + self.down_proj(F.silu(self.gate_proj(h)) * self.up_proj(h))
-
-
-class Llama(nn.Module):
-    def __init__(self, c, T):
-        super().__init__()
-        self.embed = nn.Embedding(c["vocab_size"], c["hidden_size"])
-        self.layers = nn.ModuleList(Block(c) for _ in range(c["num_hidden_layers"]))
-        self.norm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
-        self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
-        self.lm_head.weight = self.embed.weight  # tied
-        for p in self.parameters():
+        self.llama = Llama(c, sdpa=True, rope_table_len=T)
+        for p in self.llama.parameters():
             if p.dim() == 2:
-                nn.init.normal_(p, std=c["initializer_range"])
-        freqs = torch.outer(torch.arange(T, dtype=torch.float32), rope_inv_freq(c))
-        emb = torch.cat((freqs, freqs), dim=-1)
-        self.register_buffer("cos", emb.cos(), persistent=False)
-        self.register_buffer("sin", emb.sin(), persistent=False)
+                nn.init.normal_(p, std=init_std)
 
     def forward(self, idx, targets):
-        x = self.embed(idx)
-        cos, sin = self.cos.to(x.dtype), self.sin.to(x.dtype)
-        for layer in self.layers:
-            x = layer(x, cos, sin)
-        logits = self.lm_head(self.norm(x))
+        logits = self.llama(idx)
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.view(-1))
 
 
@@ -123,9 +55,9 @@ def model_flops_per_token(c, n_params, T):
     return 6 * n_params + 6 * c["num_hidden_layers"] * c["num_attention_heads"] * c["head_dim"] * T
 
 
-def bench_torch(c, B, T, steps, warmup, compile_model):
+def bench_torch(c, init_std, B, T, steps, warmup, compile_model):
     torch.manual_seed(0)
-    model = Llama(c, T).cuda()
+    model = LlamaWithLoss(c, T, init_std).cuda()
     n_params = sum(p.numel() for p in model.parameters())
     decay = [p for p in model.parameters() if p.dim() == 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -187,8 +119,8 @@ def main():
     ap.add_argument("--no-compile", action="store_true", help="PyTorch eager instead of torch.compile")
     ap.add_argument("--skip-torch", action="store_true")
     a = ap.parse_args()
-    c = json.load(open(a.config))
-    c.setdefault("head_dim", c["hidden_size"] // c["num_attention_heads"])
+    raw = json.load(open(a.config))
+    c = model_config(raw, a.config)
     B, T = a.b, a.t
     tokens = B * T
     gpu = torch.cuda.get_device_name()
@@ -198,7 +130,8 @@ def main():
     print(out[-1500:], flush=True)
     rows = [("./train (CUDA, unfused)", ms_c, peak_c, n_c, loss_c)]
     if not a.skip_torch:
-        ms_t, peak_t, n_t, loss_t = bench_torch(c, B, T, a.steps, a.warmup, not a.no_compile)
+        ms_t, peak_t, n_t, loss_t = bench_torch(c, raw.get("initializer_range", 0.02), B, T, a.steps, a.warmup,
+                                                not a.no_compile)
         rows.append(("PyTorch " + ("eager" if a.no_compile else "torch.compile"), ms_t, peak_t, n_t, loss_t))
     print()
     print(f"GPU: {gpu}; {time.strftime('%Y-%m-%d')}; {a.config}, batch {B} x {T} = {tokens} tokens/step; median of "

@@ -402,20 +402,32 @@ class Body(nn.Module):
 class Llama(nn.Module):
     """LlamaForCausalLM: parameter names are Hugging Face's."""
 
-    def __init__(self, c, sdpa=False):
+    def __init__(self, c, sdpa=False, rope_table_len=0):
+        """rope_table_len > 0 precomputes the cos/sin tables for sequences up to that length (the fast recipe of
+        scripts/bench_vs_pytorch.py); otherwise they are computed per forward, as transformers does."""
         super().__init__()
         self.model = Body(c, sdpa)
         self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
         if c["tie_word_embeddings"]:
             self.lm_head.weight = self.model.embed_tokens.weight
         self.register_buffer("inv_freq", rope_inv_freq(c), persistent=False)
+        self.rope_table_len = rope_table_len
+        if rope_table_len:
+            cos, sin = self.rope_tables(rope_table_len, None)
+            self.register_buffer("rope_cos", cos, persistent=False)
+            self.register_buffer("rope_sin", sin, persistent=False)
 
-    def rope(self, T, device):
+    def rope_tables(self, T, device):
         # transformers' LlamaRotaryEmbedding: freqs = inv_freq x position in fp32, emb = cat(freqs, freqs)
         pos = torch.arange(T, device=device, dtype=torch.float32)
         freqs = pos[:, None] * self.inv_freq.float()[None, :]
         emb = torch.cat((freqs, freqs), dim=-1)
         return emb.cos(), emb.sin()
+
+    def rope(self, T, device):
+        if self.rope_table_len >= T:
+            return self.rope_cos[:T], self.rope_sin[:T]
+        return self.rope_tables(T, device)
 
     def forward(self, tokens):
         with torch.autocast(device_type=tokens.device.type, enabled=False):
