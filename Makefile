@@ -53,7 +53,7 @@ build/libtrainer.a: $(LIB_OBJ)
 train: build/train.o build/libtrainer.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-build/tests/%: tests/%.c build/libtrainer.a tests/test_util.h
+build/tests/%: tests/%.c build/libtrainer.a $(wildcard tests/*.h)
 	@mkdir -p build/tests
 	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
 

@@ -10,26 +10,7 @@
 
 #include "model/fsutil.h"
 #include "model/model.h"
-
-/* D=24, 2 layers, 4 query heads / 2 KV heads of hd 6, F=40, V=37. */
-static inline ModelConfig small_model_config(int tied) {
-    ModelConfig c;
-    memset(&c, 0, sizeof(c));
-    c.hidden_size = 24;
-    c.intermediate_size = 40;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.head_dim = 6;
-    c.vocab_size = 37;
-    c.max_position_embeddings = 64;
-    c.rms_norm_eps = 1e-5;
-    c.rope_theta = 10000;
-    c.tie_word_embeddings = tied;
-    c.initializer_range = 0.02;
-    c.bos_token_id = c.eos_token_id = -1;
-    return c;
-}
+#include "tests/small_model.h"
 
 /* A model of config c with the documented init of seed (and the Adam moments filled with something nonzero when
  * fill_moments, so that their round trip is meaningful). Exits on failure. */

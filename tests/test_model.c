@@ -7,6 +7,7 @@
 
 #include "model/model.h"
 #include "model/rng.h"
+#include "tests/small_model.h"
 #include "tests/test_util.h"
 
 /* ---------------------------------------------------------------- the naive fp64 model */
@@ -259,19 +260,7 @@ static void run_case(const char *label, ModelConfig c, int B, int T, uint64_t se
 }
 
 int main(void) {
-    ModelConfig c = {0};
-    c.hidden_size = 24;
-    c.intermediate_size = 40;
-    c.num_hidden_layers = 2;
-    c.num_attention_heads = 4;
-    c.num_key_value_heads = 2;
-    c.head_dim = 6;
-    c.vocab_size = 37;
-    c.max_position_embeddings = 64;
-    c.rms_norm_eps = 1e-5;
-    c.rope_theta = 10000;
-    c.tie_word_embeddings = 1;
-    c.initializer_range = 0.02;
+    ModelConfig c = small_model_config(1);
     run_case("tied, GQA 2, plain RoPE", c, 2, 7, 11);
 
     c.tie_word_embeddings = 0;
