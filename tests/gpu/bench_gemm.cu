@@ -236,9 +236,11 @@ static void bench_epilogue(int M, int N, int K, int hint) {
                                                ge_row_parts(N)};
         ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
     });
+    ge_sched_override = GE_CFG_AUTO;
     const float t_res = time_ms([&](int i) {
         ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, 0);
     });
+    ge_sched_override = GE_CFG_AUTO;
     const float t_plain_d = time_ms([&](int i) {
         ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {ge_out_direct((bf16 *)C, N)}, 0);
     });
@@ -275,6 +277,91 @@ static void bench_epilogue(int M, int N, int K, int hint) {
     fflush(stdout);
     for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
     CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
+}
+
+/* ---------------------------------------------------------------- 2b. where K_res's epilogue time goes */
+
+/* K_res with parts left out (F bits): 1 the residual's L2 prefetch, 2 the residual (registers, loaded at begin),
+ * 4 gamma, 8 the residual through the direct per-fragment load instead. D, O and the row partials always. */
+template <int BN, int F>
+struct KResPart : GeEpilogue {
+    static constexpr int kStageUnits = 2;
+    using Params = GeResNormParams;
+    GeRowPartial<GeSum> ss;
+    GeTileIn<BN> res;
+    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
+        if (F & 1) ge_prefetch_tile(p.res, p.ld, t, BN);
+    }
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
+        ss.reset();
+        if (F & 2) res.start(p.res, p.ld, t);
+    }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        const float2 g = (F & 4) ? ge_col_vec(p.gamma, t, col) : make_float2(1.0f, 1.0f);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float2 x = v[h];
+            if (F & 2) x = ge_add(x, res.get(t, h));
+            if (F & 8) x = ge_add(x, ge_load(p.res, p.ld, t, h, col));
+            const float2 d = ge_out_put(p.D, t, 0, h, col, x);
+            ss.add(t, h, col, ge_mul(d, d));
+            ge_out_put(p.O, t, 1, h, col, ge_mul(d, g));
+        }
+    }
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
+        ge_out_flush(p.D, t, 0);
+        ge_out_flush(p.O, t, 1);
+    }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
+};
+
+template <int F>
+static void diag_variant(const char *what, int M, int N, int K, const std::vector<void *> &A,
+                         const std::vector<void *> &B, const std::vector<void *> &R, int nset, void *C, void *O,
+                         float *gamma, float *part, float t_plain_c, float t_plain_p) {
+    const float tc = time_ms([&](int i) {
+        const GeResNormParams p = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)R[i % nset],
+                                   gamma, part, N, (N + 255) / 256};
+        ge_run<KResPart<256, F>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
+    });
+    const float tp = time_ms([&](int i) {
+        const GeResNormParams p = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)R[i % nset],
+                                   gamma, part, N, (N + 127) / 128};
+        ge_run<KResPart<128, F>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
+    });
+    printf("  %-44s cooperative 128x256 %7.3f ms (%+6.1f%%)   ping-pong 128x128 %7.3f ms (%+6.1f%%)\n", what, tc,
+           100.0 * (tc / t_plain_c - 1), tp, 100.0 * (tp / t_plain_p - 1));
+    fflush(stdout);
+}
+
+static void bench_kres_parts(int M, int N, int K) {
+    const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+    int nset = 1;
+    while (nset < 16 && nset * (na + nb) * 2 < ROTATE_BYTES) nset++;
+    std::vector<void *> A(nset), B(nset), R(nset);
+    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f), R[i] = rand_bf16(nc, 1.0f);
+    void *C, *O;
+    float *part, *gamma = const_f32(N, 1.0f);
+    CK(cudaMalloc(&C, nc * 2));
+    CK(cudaMalloc(&O, nc * 2));
+    CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
+    const float tc = time_ms([&](int i) {
+        ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {ge_out((bf16 *)C, M, N, N)}, 0);
+    });
+    const float tp = time_ms([&](int i) {
+        ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K,
+                                                               {ge_out((bf16 *)C, M, N, N)}, 0);
+    });
+    printf("%6d %6d %6d   plain: cooperative 128x256 %7.3f ms, ping-pong 128x128 %7.3f ms\n", M, N, K, tc, tp);
+    diag_variant<0>("D, O, row partials", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
+    diag_variant<4>("  + gamma", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
+    diag_variant<2>("  + residual (registers, at begin)", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
+    diag_variant<3>("  + residual + its L2 prefetch", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
+    diag_variant<1>("  + L2 prefetch only", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
+    diag_variant<8>("  + residual (direct per-fragment loads)", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
+    diag_variant<7>("  everything (= K_res)", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
+    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
+    CK(cudaFree(C)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
 }
 
 /* ---------------------------------------------------------------- 3. GEMM-residual-RMSNorm-GEMM */
@@ -363,9 +450,9 @@ int main(void) {
     /* Section 1 once per launcher configuration, then with the default (auto) choice. */
     static const char *cfg_name[] = {"the default (ping-pong 128 x 128)", "cooperative 128 x 256",
                                      "cooperative 128 x 128", "ping-pong 128 x 128"};
-    const int sel = getenv("GE_BENCH_CFGS") ? atoi(getenv("GE_BENCH_CFGS")) : 1; /* 1: all configurations */
+    const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: d */
     for (int cfg : {GE_CFG_COOP256, GE_CFG_AUTO}) {
-        if (!sel && cfg != GE_CFG_AUTO) continue;
+        if (!strchr(sections, '1')) break;
         ge_sched_override = cfg;
         ratios.clear();
         printf("\n## 1. GEMMs: ours vs cuBLAS (TFLOP/s), %s\n", cfg_name[cfg]);
@@ -379,20 +466,29 @@ int main(void) {
     }
     ge_sched_override = GE_CFG_AUTO;
 
-    printf("\n## 2. Epilogue overhead (A.B^T, bf16): target <= 5%% for one extra tile + a row partial\n");
-    for (int hint : {0, 1}) {
+    if (strchr(sections, 'd')) {
+        printf("\n## 2b. K_res's epilogue, parts left out (time over the plain GEMM of the same schedule)\n");
+        bench_kres_parts(8192, 2048, 2048);
+        bench_kres_parts(8192, 2048, 8192);
+    }
+
+    if (strchr(sections, '2')) printf("\n## 2. Epilogue overhead (A.B^T, bf16): target <= 5%% for one extra tile + a row partial\n");
+    for (int hint : {0}) {
+        if (!strchr(sections, '2')) break;
         bench_epilogue(8192, 2048, 2048, hint);
         bench_epilogue(8192, 3072, 2048, hint);
         bench_epilogue(8192, 2048, 8192, hint);
     }
 
     printf("\n## 3. GEMM-residual-RMSNorm-GEMM (ratios to the two bare cuBLAS GEMMs; target <= 1.05x)\n");
-    for (int hint : {0, 1})
+    for (int hint : {0})
         for (int cfg : {GE_CFG_AUTO, GE_CFG_PP128}) {
+            if (!strchr(sections, '3')) break;
             ge_sched_override = cfg;
             ge_stream_hint = hint;
             printf("fused programs: %s, L2 evict-first hints %s\n",
-                   cfg == GE_CFG_PP128 ? "ping-pong 128 x 128" : "cooperative 128 x 256", hint ? "on" : "off");
+                   cfg == GE_CFG_PP128 ? "ping-pong 128 x 128" : "cooperative 128 x 256 (the default)",
+                   hint ? "on" : "off");
             for (int D : {2048, 4096, 8192}) bench_norm_pattern(16384, D);
         }
     ge_sched_override = GE_CFG_AUTO;

@@ -6,7 +6,7 @@
  * - each epilogue primitive on its own, through a small program defined here (that a program is a few lines
  *   is the point of the engine): positions, maps, broadcasts, tile load/store, row/column partials, accumulate;
  * - the two fused programs (K_res + the r reduction, the row-scaled GEMM) and their chain vs fp64 references, on
- *   the cooperative and the ping-pong schedule.
+ *   the cooperative (default) and the ping-pong schedule.
  * The fp64 reference covers a sample of rows (all columns) so that large shapes stay cheap on the CPU. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>

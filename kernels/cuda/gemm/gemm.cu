@@ -73,15 +73,22 @@ int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N,
 int ge_sched_override = 0;
 int ge_stream_hint = 0;
 
-/* The plain GEMMs' configuration (GE_CFG_*): ping-pong 128 x 128 (measured on an H200 over the 16 training
- * shapes: geomean 1.03x cuBLAS against 0.95x for cooperative 128 x 256 and 128 x 128; RESULTS.md section 5). */
-static int pick_cfg(int M, int N) {
-    (void)M, (void)N;
+/* The plain GEMMs' configuration (GE_CFG_*), from H200 measurements over the 16 training shapes (RESULTS.md
+ * section 5): ping-pong 128 x 128 (geomean 1.00-1.03x cuBLAS, against 0.94-0.95x for cooperative 128 x 256),
+ * except for very deep products (K >= 32768: the LM head's data gradient, K = 128256), where the cooperative
+ * 128 x 256 tile's lower L2 traffic per flop wins (0.97-0.99x against 0.84-0.94x) if its tiles fill the waves. */
+static int pick_cfg(int M, int N, int K) {
     if (ge_sched_override >= GE_CFG_COOP256 && ge_sched_override <= GE_CFG_PP128) return ge_sched_override;
+    if (K >= 32768) {
+        const long sms = ge_num_sms(), t256 = (long)((M + GE_BM - 1) / GE_BM) * ((N + 255) / 256);
+        const long rounds = (t256 + sms - 1) / sms;
+        if ((double)t256 / (double)(rounds * sms) >= 0.9) return GE_CFG_COOP256;
+    }
     return GE_CFG_PP128;
 }
 
-/* The fused programs' configuration: cooperative 128 x 256 unless overridden to ping-pong. */
+/* The fused programs' configuration: cooperative 128 x 256 unless overridden to ping-pong (K_res measured
+ * slower on ping-pong: RESULTS.md section 5). */
 static int fused_pp(void) { return ge_sched_override == GE_CFG_PP128; }
 
 int ge_num_sms(void) {
@@ -113,7 +120,7 @@ static void run_layout_cfg(ge_layout l, const void *A, const void *B, int M, int
 template <class Program>
 static void run_layout(ge_layout l, const void *A, const void *B, int M, int N, int K,
                        const typename Program::Params &p, cudaStream_t s) {
-    switch (pick_cfg(M, N)) {
+    switch (pick_cfg(M, N, K)) {
     case GE_CFG_COOP128: run_layout_cfg<Program, 128, GE_COOP>(l, A, B, M, N, K, p, s); break;
     case GE_CFG_PP128: run_layout_cfg<Program, 128, GE_PINGPONG>(l, A, B, M, N, K, p, s); break;
     default: run_layout_cfg<Program, 256, GE_COOP>(l, A, B, M, N, K, p, s); break;
@@ -137,8 +144,8 @@ extern "C" int ge_row_parts(int N) { return fused_pp() ? (N + 127) / 128 : (N + 
 
 extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
                                  float *part, int M, int N, int K, cudaStream_t stream) {
-    const GeResNorm<>::Params p = {ge_out((bf16 *)D, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)res, gamma,
-                                 part, N, ge_row_parts(N), ge_stream_hint};
+    const GeResNormParams p = {ge_out((bf16 *)D, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)res, gamma,
+                               part, N, ge_row_parts(N)};
     if (fused_pp())
         ge_run<GeResNorm<128>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
     else

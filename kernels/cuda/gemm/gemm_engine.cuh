@@ -4,33 +4,49 @@
  * - Problem: C[M,N] = op(A) . op(B) in bf16 with fp32 accumulation, for the three storage layouts of gemm.h
  *   (GE_ABT: both operands K-major; GE_AB: B N-major; GE_ATB: both M/N-major). A "K-major" operand has K as its
  *   contiguous dimension; an MN-major one is read through wgmma's transposed descriptors (tnspA / tnspB = 1).
- * - Tiles: BM x BN x BK = 128 x 256 x 64. One CTA of 384 threads = 3 warpgroups: warpgroup 0 is the producer
- *   (one thread issues TMA loads; setmaxnreg.dec to 40 registers), warpgroups 1 and 2 are consumers (setmaxnreg.inc
- *   to 232), consumer c owning tile rows [64c, 64c + 64) and all 256 columns: per k16 step one
- *   wgmma.m64n256k16 per consumer, 4 per BK block.
- * - Shared memory: a ring of 4 stages, each A 128x64 (16 KB) + B 256x64 (32 KB), 128-byte swizzled as TMA writes
- *   it. K-major operands are rows of 64 k (128 B): one TMA box, descriptor SBO = 1024 (8 rows), k16 step = +32 B.
- *   MN-major operands are boxes of 64 (m or n) x 64 k, k rows of 128 B, one box per 64 of M/N stacked 8 KB apart:
- *   descriptor LBO = 8192 (next 64 of M/N), SBO = 1024 (next 8 k), k16 step = +2048 B. Either way consumer c's A
- *   rows start 8 KB into the stage. Out-of-bounds box elements are zero-filled by TMA, so ragged K is free.
+ * - Tiles and schedules (template parameters BN, SCHED): BM x BN x BK = 128 x BN x 64, BN = 256 or 128. One CTA of
+ *   384 threads = 3 warpgroups: warpgroup 0 is the producer (one thread issues TMA loads; setmaxnreg.dec to 40
+ *   registers), warpgroups 1 and 2 are consumers (setmaxnreg.inc to 232).
+ *   GE_COOP: both consumers work on one tile, consumer c owning rows [64c, 64c + 64): per k16 step one
+ *   wgmma.m64nBNk16 each; both then run the tile's epilogue while the tensor cores idle.
+ *   GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's tiles c, c + 2, ...): per k16 step two
+ *   wgmma.m64n128k16 (row blocks 0 and 1); an mbarrier pair makes the two consumers' main loops alternate, so one
+ *   consumer's epilogue runs while the other's main loop keeps the tensor cores busy. The plain GEMMs run
+ *   ping-pong except for very deep K (gemm.cu's pick_cfg); the fused programs run cooperative 128 x 256.
+ * - Shared memory: a ring of stages (4 of 48 KB at BN = 256, 6 of 32 KB at BN = 128, fewer if the epilogue's
+ *   scratch needs the room), each A 128x64 (16 KB) + B BNx64, 128-byte swizzled as TMA writes it. K-major
+ *   operands are rows of 64 k (128 B): one TMA box, descriptor SBO = 1024 (8 rows), k16 step = +32 B. MN-major
+ *   operands are boxes of 64 (m or n) x 64 k, k rows of 128 B, one box per 64 of M/N stacked 8 KB apart:
+ *   descriptor LBO = 8192 (next 64 of M/N), SBO = 1024 (next 8 k), k16 step = +2048 B. Either way row block r's
+ *   A rows start 8 KB * r into the stage. Out-of-bounds box elements are zero-filled by TMA, so ragged K is free.
+ *   After the ring: each consumer's GeOut staging buffers, its column-vector scratch, the column-partial scratch.
  * - Pipeline: per stage a "full" mbarrier (producer arrive + TMA transaction bytes) and an "empty" mbarrier
- *   (8 arrivals: lane 0 of each consumer warp). A consumer keeps one k-block of wgmmas in flight: after committing
- *   block k it waits for block k-1 (wgmma.wait_group 1) and releases that block's stage.
- * - Schedule: persistent grid (one CTA per SM, or fewer if fewer tiles); CTA b handles tiles b, b + grid, ...
+ *   (lane 0 of each warp that reads the stage: 8 cooperative, 4 ping-pong). A consumer keeps one k-block of
+ *   wgmmas in flight: after committing block k it waits for block k-1 (wgmma.wait_group 1) and releases that
+ *   block's stage. The CTA's i-th tile is ring k-blocks i*nk .. i*nk + nk - 1, whichever consumer takes it.
+ * - Grid and order: persistent (one CTA per SM, or fewer if fewer tiles); CTA b handles tiles b, b + grid, ...
  *   Tile order is grouped along M (GE_GROUP_M tile-rows per group, M fastest inside a group) so that the CTAs in
- *   flight share A row-panels and B column-panels in L2. The producer runs up to 4 stages ahead, also into the
- *   next tile while the consumers run the epilogue. No cluster multicast (not yet measured to pay).
- * - Accumulator layout (the wgmma D fragment): consumer thread (warp w of its warpgroup, lane l) holds
- *   acc[4j + 2h + e] = C[m0 + 64c + 16w + l/4 + 8h][n0 + 8j + 2(l%4) + e], j = 0..31, h = 0..1, e = 0..1.
- *   So a thread holds two rows and, per n8 block j, an adjacent column pair (2i, 2i+1): a "fragment".
+ *   flight share A row-panels and B column-panels in L2. The producer runs up to a ring ahead, across tiles.
+ *   No cluster multicast yet (the next step: it halves the operands' L2 traffic).
+ * - Accumulator layout (the wgmma D fragment): in row block r (r = c cooperative, r = 0, 1 ping-pong), consumer
+ *   thread (warp w of its warpgroup, lane l) holds acc[r][4j + 2h + e] = C[m0 + 64r + 16w + l/4 + 8h]
+ *   [n0 + 8j + 2(l%4) + e], j = 0..BN/8-1, h = 0..1, e = 0..1. So per row block a thread holds two rows and, per
+ *   n8 block j, an adjacent column pair (2i, 2i+1): a "fragment".
  * - Epilogue programs: a struct deriving from GeEpilogue (gemm_epilogue.cuh) with a Params struct (passed by value
- *   to the kernel) and the hooks begin(p, tile), frag(p, tile, col, float2 (&v)[2]) (v[h] = the pair at rows
- *   tile.row[h], columns col and col + 1), end(p, tile). The kernel calls begin, frag for j = 0..31, end, once
- *   per tile and consumer thread, after the main loop. The hooks compose the five primitives of
- *   gemm_epilogue.cuh; the main loop never changes. kColPartials = true reserves 8 KB of shared scratch for
- *   per-column partial reductions. Example (the plain GEMM): frag() { for h: ge_store(p.C, p.ldc, t, h, col, v[h]); }
- * - Host: ge_run<Program, layout>(A, lda, B, ldb, M, N, K, params, stream) builds the two CUtensorMaps
- *   (cuTensorMapEncodeTiled through cudaGetDriverEntryPointByVersion: no -lcuda) and launches.
+ *   to the kernel as a __grid_constant__, so it may hold tensor maps) and hooks: prefetch(p, tile) before the
+ *   tile's main loop; per row block begin(p, tile), frag(p, tile, col, float2 (&v)[2]) for j = 0..BN/8-1 (v[h] =
+ *   the pair at rows tile.row[h], columns col and col + 1; tile.j = j, a compile-time constant), end(p, tile);
+ *   and flush(p, tile), which one thread per consumer runs after each chunk of 32 columns. The hooks compose the
+ *   primitives of gemm_epilogue.cuh; the main loop never changes. Output tiles go through GeOut: frag() puts
+ *   the pair into a swizzled shared staging slot (kStageUnits 4 KB units per chunk, 2 to 4 buffers), flush()
+ *   issues the chunk's TMA store or fp32 add-reduce (cp.async.bulk.tensor / cp.reduce.async.bulk.tensor) without
+ *   waiting; a buffer is rewritten only after bulk_wait_read says its stores have read it. kColPartials = true
+ *   reserves 8 warps x BN floats of scratch for column partials (cooperative only); kVecFloats, a column vector.
+ *   Example (the plain GEMM, gemm_programs.cuh): kStageUnits = 1 (bf16);
+ *     frag()  { for h: ge_out_put(p.C, t, 0, h, col, v[h]); }    flush() { ge_out_flush(p.C, t, 0); }
+ * - Host: ge_run<Program, layout, BN, SCHED>(A, lda, B, ldb, M, N, K, params, stream) builds the two operand
+ *   CUtensorMaps (cuTensorMapEncodeTiled through cudaGetDriverEntryPointByVersion: no -lcuda) and launches;
+ *   ge_out(ptr, M, N, ld) builds a GeOut (its map, or the direct-store fallback where TMA cannot describe it).
  */
 #ifndef GEMM_ENGINE_CUH
 #define GEMM_ENGINE_CUH
@@ -96,21 +112,23 @@ GeOut<T> ge_out_direct(T *p, long ld) {
 /* Shared memory of one CTA for a program and tile width: the stage ring (as many stages as fit, at most 4 of
  * 48 KB at BN = 256 or 6 of 32 KB at BN = 128), each consumer's GeOut staging (kBufs buffers of the program's
  * kStageUnits 4 KB units, 2 to 4 buffers), the column-partial scratch, the mbarriers. */
-template <class Program, int BN>
+template <class Program, int BN, int SCHED = 0>
 struct GeSmem {
     static constexpr int kA = GE_BM * GE_BK * 2, kB = BN * GE_BK * 2, kStage = kA + kB;
     static constexpr int kUnit = 4096, kUnits = Program::kStageUnits;
+    static constexpr int kVecPerConsumer = (Program::kVecFloats * 4 + 127) / 128 * 128;
     static constexpr int kCol = Program::kColPartials ? 8 * BN * 4 : 0;
     static constexpr int kAvail = GE_SMEM_LIMIT - 1024 /* alignment slack */ - 256 /* barriers */;
+    static constexpr int kFixed = kCol + 2 * kVecPerConsumer;
     static constexpr int kMaxStages = BN == 256 ? 4 : 6;
-    static constexpr int kStagesFit = (kAvail - kCol - 2 * 2 * kUnits * kUnit) / kStage;
+    static constexpr int kStagesFit = (kAvail - kFixed - 2 * 2 * kUnits * kUnit) / kStage;
     static constexpr int kStages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
-    static constexpr int kBufsFit = kUnits ? (kAvail - kCol - kStages * kStage) / (2 * kUnits * kUnit) : 0;
+    static constexpr int kBufsFit = kUnits ? (kAvail - kFixed - kStages * kStage) / (2 * kUnits * kUnit) : 0;
     static constexpr int kBufs = kBufsFit > 4 ? 4 : kBufsFit;
     static constexpr int kEpiPerConsumer = kBufs * kUnits * kUnit;
-    static constexpr int oB = kStages * kA, oEpi = kStages * kStage, oCol = oEpi + 2 * kEpiPerConsumer,
-                         oBar = oCol + kCol;
-    static constexpr int kBytes = 1024 + oBar + 2 * kStages * 8 + 2 * 8;
+    static constexpr int oB = kStages * kA, oEpi = kStages * kStage, oVec = oEpi + 2 * kEpiPerConsumer,
+                         oCol = oVec + 2 * kVecPerConsumer, oBar = oCol + kCol;
+    static constexpr int kBytes = 1024 + oBar + (2 * kStages + 2) * 8;
     static_assert(BN == 128 || BN == 256, "tile width 128 or 256");
     static_assert(kStages >= 2, "too little shared memory for two pipeline stages");
     static_assert(kUnits == 0 || kBufs >= 2, "too little shared memory for double-buffered GeOut staging");
@@ -137,7 +155,7 @@ template <class Program, bool A_MN, bool B_MN, int BN, int SCHED>
 __global__ void __launch_bounds__(GE_THREADS, 1)
     ge_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, int M, int N, int K,
               const __grid_constant__ typename Program::Params params) {
-    using L = GeSmem<Program, BN>;
+    using L = GeSmem<Program, BN, SCHED>;
     constexpr int S = L::kStages;
     constexpr bool PP = SCHED == GE_PINGPONG;
     constexpr int MB = PP ? 2 : 1; /* m64 row blocks per consumer */
@@ -230,6 +248,12 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         tile.stage = 0;
         tile.j = 0;
         tile.l2_stream = l2_evict_first_policy();
+        tile.bn = BN;
+        tile.nblk = MB;
+        tile.bar = PP ? 2 + c : 1;
+        tile.wtid = wtid;
+        tile.cbar = 2 + c;
+        tile.vec = smem_u32(smem + L::oVec + c * L::kVecPerConsumer);
         const uint32_t stage_base = smem_u32(smem + L::oEpi + c * L::kEpiPerConsumer);
         int buf = 0; /* GeOut staging buffer of the next chunk */
         Program prog;
@@ -344,7 +368,7 @@ void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int 
                                  : ge_tensor_map("A (K-major)", A, K, M, lda, GE_BK, GE_BM);
     const CUtensorMap tmB = B_MN ? ge_tensor_map("B (N-major)", B, N, K, ldb, 64, GE_BK)
                                  : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, BN);
-    constexpr int smem = GeSmem<Program, BN>::kBytes;
+    constexpr int smem = GeSmem<Program, BN, SCHED>::kBytes;
     auto kernel = ge_kernel<Program, A_MN, B_MN, BN, SCHED>;
     static bool configured = false; /* one per instantiation */
     if (!configured) {

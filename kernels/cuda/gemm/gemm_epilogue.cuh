@@ -43,6 +43,10 @@ struct GeTile {
     int chunk_col; /* first column of the current chunk */
     uint32_t stage; /* shared-window address of the current chunk's staging slots (4 KB units), or 0 */
     uint64_t l2_stream; /* L2 evict-first policy for streamed epilogue data (GeOut::hint, GeTileIn) */
+    int bn, nblk;       /* tile width; m64 row blocks per consumer (2 in ping-pong) */
+    int bar;            /* named barrier of the tile's owners (tthreads of them): ge_tile_sync */
+    int wtid, cbar;     /* thread in its consumer (0..127); the consumer's own named barrier (128 threads) */
+    uint32_t vec;       /* the consumer's column-vector scratch (GeColStage), kVecFloats floats */
 };
 
 /* Valid columns of the pair starting at `col` in a matrix of `ncols` columns: 0, 1 or 2. */
@@ -270,6 +274,34 @@ __device__ __forceinline__ void ge_out_flush(const GeOut<T> &o, const GeTile &t,
     }
 }
 
+/* Barrier over the threads that own the tile (both consumers, or one in ping-pong). */
+__device__ __forceinline__ void ge_tile_sync(const GeTile &t) { named_bar_sync(t.bar, t.tthreads); }
+
+/* A column vector (one fp32 per column, e.g. RMSNorm's gamma) for the tile, staged in shared memory: fetch() in
+ * the prefetch() hook loads the consumer's copy (BN/128 values per thread) into registers before the main loop;
+ * publish() in begin() writes them to the consumer's vector scratch (kVecFloats >= BN) and syncs the consumer;
+ * get(t, col) in frag() reads the pair (v[col], v[col+1]) from shared memory. */
+template <int BN>
+struct GeColStage {
+    float x[BN / 128];
+    __device__ __forceinline__ void fetch(const float *v, const GeTile &t) {
+#pragma unroll
+        for (int i = 0; i < BN / 128; i++) {
+            const int col = t.n0 + 128 * i + t.wtid;
+            x[i] = col < t.N ? __ldg(v + col) : 0.0f;
+        }
+    }
+    __device__ __forceinline__ void publish(const GeTile &t) {
+#pragma unroll
+        for (int i = 0; i < BN / 128; i++)
+            asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(t.vec + 4 * (128 * i + t.wtid)), "f"(x[i]) : "memory");
+        named_bar_sync(t.cbar, 128);
+    }
+    __device__ __forceinline__ float2 get(const GeTile &t, int col) const {
+        return ld_shared_v2f32(t.vec + 4 * (col - t.n0));
+    }
+};
+
 /* Issues L2 prefetches for the tile's [128 x bn] block of a row-major matrix shaped like the output (row stride
  * ld): call it from the program's prefetch() hook, which runs before the tile's main loop. */
 template <class T>
@@ -342,6 +374,7 @@ struct GeTileIn {
 struct GeEpilogue {
     static constexpr bool kColPartials = false;
     static constexpr int kStageUnits = 0; /* GeOut staging per 32-column chunk, in 4 KB units */
+    static constexpr int kVecFloats = 0;  /* column-vector scratch (GeColStage), floats */
     template <class P>
     __device__ __forceinline__ void prefetch(const P &, const GeTile &) {}
     template <class P>

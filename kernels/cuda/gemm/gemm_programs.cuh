@@ -21,36 +21,41 @@ struct GeStore : GeEpilogue {
 };
 
 /* K_res: D = acc + res (stored bf16); O = D * gamma; part[row, tn] = sum over the tile's columns of D^2.
- * The residual tile is prefetched into L2 before the main loop and read into registers all at once. */
+ * The residual tile is prefetched into L2 before the main loop and read into registers all at once at the
+ * epilogue (GeTileIn); gamma's slice is fetched before the main loop and read from shared memory (GeColStage). */
 struct GeResNormParams {
     GeOut<bf16> D, O;
     const bf16 *res;
     const float *gamma;
     float *part;
-    long ld;      /* row stride of res */
-    long ldpart;  /* row stride of part (partials per row) */
-    int hint;     /* 1: read res with the L2 evict-first policy */
+    long ld;     /* row stride of res */
+    long ldpart; /* row stride of part (partials per row) */
 };
 template <int BN = GE_BN> /* the tile width it runs with */
 struct GeResNorm : GeEpilogue {
     static constexpr int kStageUnits = 2; /* D at unit 0, O at unit 1 */
+    static constexpr int kVecFloats = BN; /* gamma */
     using Params = GeResNormParams;
     GeRowPartial<GeSum> ss;
     GeTileIn<BN> res; /* the whole tile: BN/4 registers, all loads in flight at once */
-    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) { ge_prefetch_tile(p.res, p.ld, t, BN); }
+    GeColStage<BN> gamma;
+    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
+        ge_prefetch_tile(p.res, p.ld, t, BN);
+        gamma.fetch(p.gamma, t);
+    }
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
         ss.reset();
-        res.start(p.res, p.ld, t, p.hint);
+        res.start(p.res, p.ld, t);
+        gamma.publish(t);
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-        const float2 g = ge_col_vec(p.gamma, t, col);
+        const float2 g = gamma.get(t, col);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const float2 d = ge_out_put(p.D, t, 0, h, col, ge_add(v[h], res.get(t, h)));
             ss.add(t, h, col, ge_mul(d, d));
             ge_out_put(p.O, t, 1, h, col, ge_mul(d, g));
         }
-        res.advance(t);
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
         ge_out_flush(p.D, t, 0);
