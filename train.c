@@ -153,7 +153,6 @@ static void print_sample(Model *m, const Tokenizer *tok, const TrainConfig *t, u
     free(text);
 }
 
-
 /* runs/<config name>, or runs/<directory name> when the config is --init-from's config.json. */
 static void default_out_dir(Config *cfg) {
     char base[CONFIG_PATH_MAX - 8];
