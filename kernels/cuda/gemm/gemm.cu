@@ -145,8 +145,10 @@ extern "C" int ge_row_parts(int N) { return fused_pp() ? (N + 127) / 128 : (N + 
 extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
                                  float *part, int M, int N, int K, cudaStream_t stream) {
     const GeResNormParams p = {ge_out((bf16 *)D, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)res, gamma,
-                               part, N, ge_row_parts(N)};
-    if (fused_pp())
+                               part, N, ge_row_parts(N), ge_out((bf16 *)res, M, N, N)};
+    if (fused_pp() && p.D.tma && p.R.tma) /* residual through shared memory (TMA), D in place over it */
+        ge_run<GeResNormTma<128>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
+    else if (fused_pp())
         ge_run<GeResNorm<128>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
     else
         ge_run<GeResNorm<>, GE_ABT>(A, K, W, K, M, N, K, p, stream);

@@ -19,7 +19,8 @@
  *   operands are boxes of 64 (m or n) x 64 k, k rows of 128 B, one box per 64 of M/N stacked 8 KB apart:
  *   descriptor LBO = 8192 (next 64 of M/N), SBO = 1024 (next 8 k), k16 step = +2048 B. Either way row block r's
  *   A rows start 8 KB * r into the stage. Out-of-bounds box elements are zero-filled by TMA, so ragged K is free.
- *   After the ring: each consumer's GeOut staging buffers, its column-vector scratch, the column-partial scratch.
+ *   After the ring: each consumer's GeOut staging buffers, its column-vector scratch, the column-partial scratch,
+ *   and each consumer's input-tile staging (kInUnits 4 KB units, GeTileInTma) with its own "in" mbarrier.
  * - Pipeline: per stage a "full" mbarrier (producer arrive + TMA transaction bytes) and an "empty" mbarrier
  *   (lane 0 of each warp that reads the stage: 8 cooperative, 4 ping-pong). A consumer keeps one k-block of
  *   wgmmas in flight: after committing block k it waits for block k-1 (wgmma.wait_group 1) and releases that
@@ -119,7 +120,8 @@ struct GeSmem {
     static constexpr int kVecPerConsumer = (Program::kVecFloats * 4 + 127) / 128 * 128;
     static constexpr int kCol = Program::kColPartials ? 8 * BN * 4 : 0;
     static constexpr int kAvail = GE_SMEM_LIMIT - 1024 /* alignment slack */ - 256 /* barriers */;
-    static constexpr int kFixed = kCol + 2 * kVecPerConsumer;
+    static constexpr int kInPerConsumer = Program::kInUnits * kUnit; /* GeTileInTma staging */
+    static constexpr int kFixed = kCol + 2 * kVecPerConsumer + (kInPerConsumer ? 2 * kInPerConsumer + 1024 : 0);
     static constexpr int kMaxStages = BN == 256 ? 4 : 6;
     static constexpr int kStagesFit = (kAvail - kFixed - 2 * 2 * kUnits * kUnit) / kStage;
     static constexpr int kStages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
@@ -127,8 +129,9 @@ struct GeSmem {
     static constexpr int kBufs = kBufsFit > 4 ? 4 : kBufsFit;
     static constexpr int kEpiPerConsumer = kBufs * kUnits * kUnit;
     static constexpr int oB = kStages * kA, oEpi = kStages * kStage, oVec = oEpi + 2 * kEpiPerConsumer,
-                         oCol = oVec + 2 * kVecPerConsumer, oBar = oCol + kCol;
-    static constexpr int kBytes = 1024 + oBar + (2 * kStages + 2) * 8;
+                         oCol = oVec + 2 * kVecPerConsumer, oIn = (oCol + kCol + 1023) / 1024 * 1024,
+                         oBar = oIn + 2 * kInPerConsumer;
+    static constexpr int kBytes = 1024 + oBar + (2 * kStages + 4) * 8;
     static_assert(BN == 128 || BN == 256, "tile width 128 or 256");
     static_assert(kStages >= 2, "too little shared memory for two pipeline stages");
     static_assert(kUnits == 0 || kBufs >= 2, "too little shared memory for double-buffered GeOut staging");
@@ -167,6 +170,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + L::oBar);
     uint64_t *empty = full + S;
     uint64_t *order = empty + S; /* ping-pong: order[c] completes a phase when consumer c ends a main loop */
+    uint64_t *in_full = order + 2; /* in_full[c]: consumer c's GeTileInTma loads landed */
     float *scratch = reinterpret_cast<float *>(smem + L::oCol);
 
     const int Mt = (M + GE_BM - 1) / GE_BM, Nt = (N + BN - 1) / BN;
@@ -179,6 +183,8 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         }
         mbar_init(&order[0], 1);
         mbar_init(&order[1], 1);
+        mbar_init(&in_full[0], 1);
+        mbar_init(&in_full[1], 1);
         mbar_fence_init();
     }
     __syncthreads();
@@ -254,6 +260,8 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         tile.wtid = wtid;
         tile.cbar = 2 + c;
         tile.vec = smem_u32(smem + L::oVec + c * L::kVecPerConsumer);
+        tile.in = smem_u32(smem + L::oIn + c * L::kInPerConsumer);
+        tile.in_bar = &in_full[c];
         const uint32_t stage_base = smem_u32(smem + L::oEpi + c * L::kEpiPerConsumer);
         int buf = 0; /* GeOut staging buffer of the next chunk */
         Program prog;

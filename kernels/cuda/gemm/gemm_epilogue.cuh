@@ -47,6 +47,8 @@ struct GeTile {
     int bar;            /* named barrier of the tile's owners (tthreads of them): ge_tile_sync */
     int wtid, cbar;     /* thread in its consumer (0..127); the consumer's own named barrier (128 threads) */
     uint32_t vec;       /* the consumer's column-vector scratch (GeColStage), kVecFloats floats */
+    uint32_t in;        /* the consumer's input-tile staging (GeTileInTma), kInUnits 4 KB units */
+    uint64_t *in_bar;   /* its mbarrier (count 1; the loads' transaction bytes) */
 };
 
 /* Valid columns of the pair starting at `col` in a matrix of `ncols` columns: 0, 1 or 2. */
@@ -370,11 +372,73 @@ struct GeTileIn {
     }
 };
 
+/* An input tile shaped like the output (bf16, e.g. a residual), brought into the consumer's shared input staging
+ * by TMA, one m64 row block at a time, so that it takes no registers and no ring stages: BN/32 chunks of 64 rows x
+ * 32 columns, each laid out as GeOut's bf16 staging slot (the map is a GeOut<bf16>'s, ge_out()). load() (call it
+ * from prefetch() for the tile's first row block, from end() for the next one) lets the consumer's leader wait
+ * until the staging's previous contents have been read by its bulk stores, then issue the chunks' loads on the
+ * consumer's in-mbarrier (chunks wholly outside [M, N] are skipped: all their outputs are masked anyway); wait()
+ * in begin() blocks the consumer until they have landed. get(t, h, col) reads the pair at fragment (h, col).
+ * put() writes a bf16 pair over it, and flush_out(o, t) (in the program's flush()) stores the chunk from there by
+ * TMA: an output written in place of the input, needing no staging of its own. Needs kInUnits = BN / 32. */
+template <int BN>
+struct GeTileInTma {
+    uint32_t phase = 0; /* parity of the next wait */
+    __device__ __forceinline__ static uint32_t addr(const GeTile &t, int h, int col) {
+        return t.in + ((t.chunk_col - t.n0) >> 5) * 4096 + ge_stage_off((const bf16 *)nullptr, t.srow + 8 * h, col - t.chunk_col);
+    }
+    /* the row block at rows row0 .. row0 + 63 of the tile t.m0, t.n0 */
+    __device__ __forceinline__ void load(const GeOut<bf16> &o, const GeTile &t, int row0) {
+        if (t.wtid != 0) return;
+        bulk_wait_read<0>();
+        int n = 0;
+        if (row0 < t.M) {
+#pragma unroll
+            for (int q = 0; q < BN / 32; q++) n += t.n0 + 32 * q < t.N;
+        }
+        mbar_arrive_expect_tx(t.in_bar, n * 4096);
+        for (int q = 0; q < n; q++) tma_load_2d_u32(t.in + q * 4096, &o.map, t.in_bar, t.n0 + 32 * q, row0);
+    }
+    /* the first row block of the tile this consumer will hold (prefetch() hook) */
+    __device__ __forceinline__ void load_first(const GeOut<bf16> &o, const GeTile &t) {
+        load(o, t, t.m0 + (t.nblk == 1 ? 64 * (t.cwarp >> 2) : 0));
+    }
+    /* the next row block of the current tile, if any (end() hook) */
+    __device__ __forceinline__ void load_next(const GeOut<bf16> &o, const GeTile &t) {
+        if (t.crow0 + 64 < t.m0 + 64 * t.nblk) load(o, t, t.crow0 + 64);
+    }
+    __device__ __forceinline__ void wait(const GeTile &t) {
+        mbar_wait(t.in_bar, phase);
+        phase ^= 1;
+    }
+    __device__ __forceinline__ float2 get(const GeTile &t, int h, int col) const {
+        const uint32_t u = ld_shared_b32(addr(t, h, col));
+        __nv_bfloat162 b;
+        memcpy(&b, &u, 4);
+        return __bfloat1622float2(b);
+    }
+    __device__ __forceinline__ float2 put(const GeTile &t, int h, int col, float2 v) const {
+        const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+        uint32_t u;
+        memcpy(&u, &b, 4);
+        st_shared_b32(addr(t, h, col), u);
+        return __bfloat1622float2(b);
+    }
+    __device__ __forceinline__ void flush_out(const GeOut<bf16> &o, const GeTile &t) const {
+        const uint32_t src = t.in + ((t.chunk_col - t.n0) >> 5) * 4096;
+        if (o.hint)
+            tma_store_2d_hint(&o.map, src, t.chunk_col, t.crow0, t.l2_stream);
+        else
+            tma_store_2d(&o.map, src, t.chunk_col, t.crow0);
+    }
+};
+
 /* The base of every epilogue program: no per-tile work, no scratch. A program overrides what it needs. */
 struct GeEpilogue {
     static constexpr bool kColPartials = false;
     static constexpr int kStageUnits = 0; /* GeOut staging per 32-column chunk, in 4 KB units */
     static constexpr int kVecFloats = 0;  /* column-vector scratch (GeColStage), floats */
+    static constexpr int kInUnits = 0;    /* input-tile staging (GeTileInTma), 4 KB units per consumer */
     template <class P>
     __device__ __forceinline__ void prefetch(const P &, const GeTile &) {}
     template <class P>

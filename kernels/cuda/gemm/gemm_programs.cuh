@@ -30,6 +30,7 @@ struct GeResNormParams {
     float *part;
     long ld;     /* row stride of res */
     long ldpart; /* row stride of part (partials per row) */
+    GeOut<bf16> R; /* the residual as a TMA source (GeResNormTma; unused by GeResNorm) */
 };
 template <int BN = GE_BN> /* the tile width it runs with */
 struct GeResNorm : GeEpilogue {
@@ -62,6 +63,49 @@ struct GeResNorm : GeEpilogue {
         ge_out_flush(p.O, t, 1);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
+};
+
+/* K_res for the ping-pong schedule: the residual comes in by TMA, one m64 row block at a time, into the
+ * consumer's shared input staging (GeTileInTma: no registers, so the consumer does not spill, and no ring
+ * stages), and D is written in place over it and stored from there; only O has GeOut staging. The first row
+ * block's load is issued before the main loop, the second's at the end of the first's epilogue (after an L2
+ * prefetch of the whole tile before the main loop). Needs D and R describable by TMA (ge_gemm_res_norm checks). */
+template <int BN = 128>
+struct GeResNormTma : GeEpilogue {
+    static constexpr int kStageUnits = 1; /* O */
+    static constexpr int kInUnits = BN / 32; /* the residual, then D */
+    static constexpr int kVecFloats = BN; /* gamma */
+    using Params = GeResNormParams;
+    GeRowPartial<GeSum> ss;
+    GeTileInTma<BN> res;
+    GeColStage<BN> gamma;
+    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
+        if (t.nblk > 1) ge_prefetch_tile(p.res, p.ld, t, BN);
+        res.load_first(p.R, t);
+        gamma.fetch(p.gamma, t);
+    }
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
+        ss.reset();
+        gamma.publish(t);
+        res.wait(t);
+    }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        const float2 g = gamma.get(t, col);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float2 d = res.put(t, h, col, ge_add(v[h], res.get(t, h, col)));
+            ss.add(t, h, col, ge_mul(d, d));
+            ge_out_put(p.O, t, 0, h, col, ge_mul(d, g));
+        }
+    }
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
+        res.flush_out(p.D, t);
+        ge_out_flush(p.O, t, 0);
+    }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
+        ss.store(p.part, p.ldpart, t);
+        res.load_next(p.R, t);
+    }
 };
 
 /* Z = r[row] * acc, Z bf16 or fp32. */
