@@ -88,7 +88,7 @@ static int pick_cfg(int M, int N, int K) {
 }
 
 /* The fused programs' configuration: cooperative 128 x 256 unless overridden to ping-pong (K_res measured
- * slower on ping-pong: RESULTS.md section 5). */
+ * slower on ping-pong, also with its residual through shared memory (GeResNormTma): RESULTS.md section 5). */
 static int fused_pp(void) { return ge_sched_override == GE_CFG_PP128; }
 
 int ge_num_sms(void) {

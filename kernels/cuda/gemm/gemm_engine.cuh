@@ -12,7 +12,8 @@
  *   GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's tiles c, c + 2, ...): per k16 step two
  *   wgmma.m64n128k16 (row blocks 0 and 1); an mbarrier pair makes the two consumers' main loops alternate, so one
  *   consumer's epilogue runs while the other's main loop keeps the tensor cores busy. The plain GEMMs run
- *   ping-pong except for very deep K (gemm.cu's pick_cfg); the fused programs run cooperative 128 x 256.
+ *   ping-pong except for very deep K (gemm.cu's pick_cfg); the fused programs run cooperative 128 x 256 (K_res
+ *   on ping-pong, by override, brings its residual through shared memory with GeTileInTma: RESULTS.md section 5).
  * - Shared memory: a ring of stages (4 of 48 KB at BN = 256, 6 of 32 KB at BN = 128, fewer if the epilogue's
  *   scratch needs the room), each A 128x64 (16 KB) + B BNx64, 128-byte swizzled as TMA writes it. K-major
  *   operands are rows of 64 k (128 B): one TMA box, descriptor SBO = 1024 (8 rows), k16 step = +32 B. MN-major
@@ -20,7 +21,7 @@
  *   descriptor LBO = 8192 (next 64 of M/N), SBO = 1024 (next 8 k), k16 step = +2048 B. Either way row block r's
  *   A rows start 8 KB * r into the stage. Out-of-bounds box elements are zero-filled by TMA, so ragged K is free.
  *   After the ring: each consumer's GeOut staging buffers, its column-vector scratch, the column-partial scratch,
- *   and each consumer's input-tile staging (kInUnits 4 KB units, GeTileInTma) with its own "in" mbarrier.
+ *   and each consumer's input-tile staging (kInUnits 4 KB units, GeTileInTma), an "in" mbarrier per unit.
  * - Pipeline: per stage a "full" mbarrier (producer arrive + TMA transaction bytes) and an "empty" mbarrier
  *   (lane 0 of each warp that reads the stage: 8 cooperative, 4 ping-pong). A consumer keeps one k-block of
  *   wgmmas in flight: after committing block k it waits for block k-1 (wgmma.wait_group 1) and releases that
@@ -131,7 +132,8 @@ struct GeSmem {
     static constexpr int oB = kStages * kA, oEpi = kStages * kStage, oVec = oEpi + 2 * kEpiPerConsumer,
                          oCol = oVec + 2 * kVecPerConsumer, oIn = (oCol + kCol + 1023) / 1024 * 1024,
                          oBar = oIn + 2 * kInPerConsumer;
-    static constexpr int kBytes = 1024 + oBar + (2 * kStages + 4) * 8;
+    static constexpr int kInBars = Program::kInUnits > 0 ? Program::kInUnits : 1; /* per consumer: one per unit */
+    static constexpr int kBytes = 1024 + oBar + (2 * kStages + 2 + 2 * kInBars) * 8;
     static_assert(BN == 128 || BN == 256, "tile width 128 or 256");
     static_assert(kStages >= 2, "too little shared memory for two pipeline stages");
     static_assert(kUnits == 0 || kBufs >= 2, "too little shared memory for double-buffered GeOut staging");
@@ -170,7 +172,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
     uint64_t *full = reinterpret_cast<uint64_t *>(smem + L::oBar);
     uint64_t *empty = full + S;
     uint64_t *order = empty + S; /* ping-pong: order[c] completes a phase when consumer c ends a main loop */
-    uint64_t *in_full = order + 2; /* in_full[c]: consumer c's GeTileInTma loads landed */
+    uint64_t *in_full = order + 2; /* consumer c's GeTileInTma slots: in_full[c * kInBars + q] */
     float *scratch = reinterpret_cast<float *>(smem + L::oCol);
 
     const int Mt = (M + GE_BM - 1) / GE_BM, Nt = (N + BN - 1) / BN;
@@ -183,8 +185,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         }
         mbar_init(&order[0], 1);
         mbar_init(&order[1], 1);
-        mbar_init(&in_full[0], 1);
-        mbar_init(&in_full[1], 1);
+        for (int q = 0; q < 2 * L::kInBars; q++) mbar_init(&in_full[q], 1);
         mbar_fence_init();
     }
     __syncthreads();
@@ -261,7 +262,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         tile.cbar = 2 + c;
         tile.vec = smem_u32(smem + L::oVec + c * L::kVecPerConsumer);
         tile.in = smem_u32(smem + L::oIn + c * L::kInPerConsumer);
-        tile.in_bar = &in_full[c];
+        tile.in_bar = &in_full[c * L::kInBars];
         const uint32_t stage_base = smem_u32(smem + L::oEpi + c * L::kEpiPerConsumer);
         int buf = 0; /* GeOut staging buffer of the next chunk */
         Program prog;

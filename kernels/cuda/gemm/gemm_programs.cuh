@@ -66,10 +66,11 @@ struct GeResNorm : GeEpilogue {
 };
 
 /* K_res for the ping-pong schedule: the residual comes in by TMA, one m64 row block at a time, into the
- * consumer's shared input staging (GeTileInTma: no registers, so the consumer does not spill, and no ring
- * stages), and D is written in place over it and stored from there; only O has GeOut staging. The first row
- * block's load is issued before the main loop, the second's at the end of the first's epilogue (after an L2
- * prefetch of the whole tile before the main loop). Needs D and R describable by TMA (ge_gemm_res_norm checks). */
+ * consumer's shared input staging (GeTileInTma: no registers, so the consumer keeps its registers for the two
+ * accumulator blocks, and no ring stages), and D is written in place over it and stored from there; only O has
+ * GeOut staging. The first row block's chunks are loaded before the main loop, the second's chunk by chunk as the
+ * first's D stores free their slots (after an L2 prefetch of the tile before the main loop). Needs D and R
+ * describable by TMA (ge_gemm_res_norm checks). */
 template <int BN = 128>
 struct GeResNormTma : GeEpilogue {
     static constexpr int kStageUnits = 1; /* O */
@@ -87,9 +88,9 @@ struct GeResNormTma : GeEpilogue {
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
         ss.reset();
         gamma.publish(t);
-        res.wait(t);
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        res.wait(t);
         const float2 g = gamma.get(t, col);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -99,12 +100,13 @@ struct GeResNormTma : GeEpilogue {
         }
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
+        res.next(p.R, t);
         res.flush_out(p.D, t);
         ge_out_flush(p.O, t, 0);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
         ss.store(p.part, p.ldpart, t);
-        res.load_next(p.R, t);
+        res.end(p.R, t);
     }
 };
 
