@@ -61,7 +61,7 @@ build/tests/gpu/%: tests/gpu/%.c build/libtrainer.a tests/test_util.h $(wildcard
 	@mkdir -p build/tests/gpu
 	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
 
-build/tests/gpu/%: tests/gpu/%.cu $(GEMM_SRC) $(wildcard kernels/cuda/gemm/*.cuh kernels/cuda/gemm/*.h) tests/test_util.h
+build/tests/gpu/%: tests/gpu/%.cu $(GEMM_SRC) $(wildcard kernels/cuda/gemm/*.cuh kernels/cuda/gemm/*.h) tests/test_util.h $(wildcard tests/gpu/*.h)
 	@mkdir -p build/tests/gpu
 	$(NVCC) $(NVCCFLAGS) $< $(GEMM_SRC) -o $@ -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/lib -lcublas
 

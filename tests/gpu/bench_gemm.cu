@@ -21,23 +21,8 @@
 
 #include "kernels/cuda/gemm/gemm_engine.cuh"
 #include "kernels/cuda/gemm/gemm_programs.cuh"
+#include "tests/gpu/cuda_test_check.h"
 
-#define CK(call)                                                                                          \
-    do {                                                                                                  \
-        cudaError_t e_ = (call);                                                                          \
-        if (e_ != cudaSuccess) {                                                                          \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));        \
-            exit(2);                                                                                      \
-        }                                                                                                 \
-    } while (0)
-#define CB(call)                                                                                          \
-    do {                                                                                                  \
-        cublasStatus_t s_ = (call);                                                                       \
-        if (s_ != CUBLAS_STATUS_SUCCESS) {                                                                \
-            fprintf(stderr, "%s:%d: %s: status %d\n", __FILE__, __LINE__, #call, (int)s_);                \
-            exit(2);                                                                                      \
-        }                                                                                                 \
-    } while (0)
 
 static cublasHandle_t blas;
 static const int WARM = 3, REPS = 20, CALLS = 5; /* a timing: CALLS back-to-back calls (host work overlaps) */

@@ -18,6 +18,16 @@ static const Kernels *const kc __attribute__((unused)) = &kernels_cpu;  /* the o
 static void *host_bufs[512], *dev_bufs[512];
 static int n_host_bufs, n_dev_bufs;
 
+/* Exits with a FAIL line unless a usable GPU is present; prints its name. */
+static inline void require_gpu(void) {
+    char why[256];
+    if (!kernels_cuda_available(why, sizeof why)) {
+        printf("FAIL no usable GPU: %s\n", why);
+        exit(1);
+    }
+    printf("# device: %s\n", why);
+}
+
 static inline void *halloc(size_t bytes) {
     void *p = malloc(bytes ? bytes : 1);
     if (!p || n_host_bufs == 512) {

@@ -21,16 +21,9 @@
 
 #include "kernels/cuda/gemm/gemm_engine.cuh"
 #include "kernels/cuda/gemm/gemm_programs.cuh"
+#include "tests/gpu/cuda_test_check.h"
 #include "tests/test_util.h"
 
-#define CK(call)                                                                                          \
-    do {                                                                                                  \
-        cudaError_t e_ = (call);                                                                          \
-        if (e_ != cudaSuccess) {                                                                          \
-            fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));        \
-            exit(2);                                                                                      \
-        }                                                                                                 \
-    } while (0)
 
 /* ---------------------------------------------------------------- host data */
 

@@ -67,12 +67,7 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
 }
 
 int main(void) {
-    char why[256];
-    if (!kernels_cuda_available(why, sizeof why)) {
-        printf("FAIL no usable GPU: %s\n", why);
-        return 1;
-    }
-    printf("# device: %s\n", why);
+    require_gpu();
     static const int Ts[] = {1, 17, 128, 2048};
     static const int hds[] = {64, 128};
     static const int ratios[] = {1, 4};

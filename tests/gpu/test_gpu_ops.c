@@ -307,12 +307,7 @@ static void test_adamw(size_t n) {
 }
 
 int main(void) {
-    char why[256];
-    if (!kernels_cuda_available(why, sizeof why)) {
-        printf("FAIL no usable GPU: %s\n", why);
-        return 1;
-    }
-    printf("# device: %s\n", why);
+    require_gpu();
     test_memory();
     test_embed_norm(37, 11, 29);
     test_embed_norm(64, 50, 2048);

@@ -2,16 +2,7 @@
 # test_gpu_resume.sh: bit-exact resume on the GPU. The tiny config (constant learning rate, so the schedule does not
 # depend on the number of steps) for 20 straight steps, and for 10 steps then --resume to 20 from the checkpoint
 # written at the end of the first part: the two logs give bitwise the same loss, lr and grad norm at every step.
-set -u
-cd "$(dirname "$0")/../.."
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; }
-if [ ! -f data/tinyshakespeare_byte/train_000000.bin ]; then
-    fail "no data/tinyshakespeare_byte (run make data first)"
-    exit 1
-fi
+source "$(dirname "$0")/gpu_test_lib.sh"
 common=(-c configs/llama3_tiny.json -d cuda --lr-schedule constant --warmup-steps 5 --eval-every 0 --sample-every 0)
 ./train "${common[@]}" -n 20 -o "$TMP/straight" >"$TMP/s.out" 2>&1 || { fail "straight run: $(tail -3 "$TMP/s.out")"; exit 1; }
 ./train "${common[@]}" -n 10 -o "$TMP/split" >"$TMP/a.out" 2>&1 || { fail "first part: $(tail -3 "$TMP/a.out")"; exit 1; }

@@ -6,16 +6,7 @@
 #   3e-3 the two trajectories separate as training goes on: measured 2.5e-2 at worst on an H200); both printed;
 # - the two GPU runs give bitwise identical losses and gradient norms (every GPU op is deterministic);
 # - --device auto picks the GPU, and the peak GPU memory is printed.
-set -u
-cd "$(dirname "$0")/../.."
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; }
-if [ ! -f data/tinyshakespeare_byte/train_000000.bin ]; then
-    fail "no data/tinyshakespeare_byte (run make data first)"
-    exit 1
-fi
+source "$(dirname "$0")/gpu_test_lib.sh"
 common=(-c configs/llama3_tiny.json -n 50 --eval-every 0 --sample-every 0)
 ./train "${common[@]}" -d cpu -o "$TMP/cpu" >"$TMP/cpu.out" 2>&1 || { fail "cpu run: $(tail -3 "$TMP/cpu.out")"; exit 1; }
 for run in gpu1 gpu2; do
