@@ -2,10 +2,13 @@
  * 1. the Llama-3.2-1B training GEMMs with M = 8192 tokens (forward A.B^T bf16 out, data gradient A.B bf16 out,
  *    weight gradient A^T.B fp32 accumulate) and 8192^3: TFLOP/s of each, ratio, geometric mean;
  * 2. epilogue overhead: plain vs one extra output tile + a row partial reduction, and vs the full K_res program;
+ *    (section "e", on request: the extra-tile epilogue on ping-pong split into its parts);
  * 3. GEMM-residual-RMSNorm-GEMM on 16384 rows (D = 2048, 4096, 8192): the two bare cuBLAS GEMMs, cuBLAS + simple
- *    separate kernels, and ours (K_res + r + row-scaled GEMM). scripts/bench_gemm_torch.py times torch.compile.
+ *    separate kernels, and ours (K_res + r + row-scaled GEMM) on both schedules. scripts/bench_gemm_torch.py times
+ *    torch.compile. GE_BENCH_SECTIONS picks sections (default "123").
  * Each time is the median of repeated cudaEvent timings after warm-up, on random data, rotating among input sets
- * where one set would fit in L2. Before timing, each product is compared with cuBLAS (rel err column). */
+ * where one set would fit in L2; what a table compares is timed in turns (time_each). Before timing, each product
+ * is compared with cuBLAS (rel err column). */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -17,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "kernels/cuda/gemm/gemm_engine.cuh"
@@ -80,30 +84,39 @@ static double rel_err(const T *a, const T *b, size_t n) {
     return h[1] > 0 ? sqrt(h[0] / h[1]) : sqrt(h[0]);
 }
 
-/* Median over REPS event timings of CALLS back-to-back calls f(i), per call (ms), after WARM calls; i counts
- * calls, for rotating input sets. Back-to-back calls keep the host's launch work (tensor maps, cuBLAS's
- * heuristics) off the GPU's timeline, as in a training step. */
-template <class F>
-static float time_ms(F f) {
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
+/* Medians over REPS event timings of CALLS back-to-back calls f(i), per call (ms), for each f of fs, after WARM
+ * calls of each; i counts calls, for rotating input sets. The functions take turns (f0 x CALLS, f1 x CALLS, ...,
+ * then again), so that the card's clock, which drifts as it heats (it is power-bound), biases none of them:
+ * timing one after the other moved ratios by up to 10% between sections of one run. Back-to-back calls keep the
+ * host's launch work (tensor maps, cuBLAS's heuristics) off the GPU's timeline, as in a training step. */
+static std::vector<float> time_each(const std::vector<std::function<void(int)>> &fs) {
+    const size_t n = fs.size();
+    std::vector<cudaEvent_t> ev(n + 1);
+    for (auto &e : ev) CK(cudaEventCreate(&e));
     int i = 0;
-    for (; i < WARM; i++) f(i);
-    std::vector<float> t(REPS);
-    for (int r = 0; r < REPS; r++) {
-        CK(cudaEventRecord(a));
-        for (int c = 0; c < CALLS; c++, i++) f(i);
-        CK(cudaEventRecord(b));
-        CK(cudaEventSynchronize(b));
-        CK(cudaEventElapsedTime(&t[r], a, b));
-        t[r] /= CALLS;
+    for (; i < WARM; i++)
+        for (auto &f : fs) f(i);
+    std::vector<std::vector<float>> t(n, std::vector<float>(REPS));
+    for (int r = 0; r < REPS; r++, i += CALLS) {
+        CK(cudaEventRecord(ev[0]));
+        for (size_t k = 0; k < n; k++) {
+            for (int c = 0; c < CALLS; c++) fs[k](i + c);
+            CK(cudaEventRecord(ev[k + 1]));
+        }
+        CK(cudaEventSynchronize(ev[n]));
+        for (size_t k = 0; k < n; k++) {
+            CK(cudaEventElapsedTime(&t[k][r], ev[k], ev[k + 1]));
+            t[k][r] /= CALLS;
+        }
     }
     CK(cudaGetLastError());
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
-    std::sort(t.begin(), t.end());
-    return t[REPS / 2];
+    for (auto &e : ev) CK(cudaEventDestroy(e));
+    std::vector<float> med(n);
+    for (size_t k = 0; k < n; k++) {
+        std::sort(t[k].begin(), t[k].end());
+        med[k] = t[k][REPS / 2];
+    }
+    return med;
 }
 
 /* cuBLAS C (row-major [M,N]) = op(A) . op(B) (+ beta C), as the column-major product C^T. */
@@ -159,7 +172,8 @@ static void bench_shape(const Shape &s) {
     CK(cudaDeviceSynchronize());
     const double err = f32 ? rel_err((const float *)C1, (const float *)C2, nc) : rel_err((const bf16 *)C1, (const bf16 *)C2, nc);
 
-    const float t_ours = time_ms(ours), t_blas = time_ms(theirs);
+    const std::vector<float> t = time_each({ours, theirs});
+    const float t_ours = t[0], t_blas = t[1];
     const double flop = 2.0 * s.M * s.N * s.K;
     const double tf_ours = flop / t_ours * 1e-9, tf_blas = flop / t_blas * 1e-9;
     ratios.push_back(tf_ours / tf_blas);
@@ -173,34 +187,39 @@ static void bench_shape(const Shape &s) {
 
 /* ---------------------------------------------------------------- 2. epilogue overhead */
 
-/* One extra output tile (a second bf16 copy of D) and a per-row partial sum of squares. With ge_out_direct
- * outputs it is the engine's first epilogue (stores straight from registers), for comparison. */
+/* One extra output tile (a second bf16 copy of D) and a per-row partial sum of squares (TILE, ROWP: leave either
+ * out, section 2e). With ge_out_direct outputs it is the engine's first epilogue (stores straight from
+ * registers), for comparison. */
+struct ExtraTileParams {
+    GeOut<bf16> C, C2;
+    float *part;
+    long ldpart;
+};
+template <bool TILE = true, bool ROWP = true>
 struct ExtraTileRowPartial : GeEpilogue {
-    static constexpr int kStageUnits = 2;
-    struct Params {
-        GeOut<bf16> C, C2;
-        float *part;
-        long ldpart;
-    };
+    static constexpr int kStageUnits = TILE ? 2 : 1;
+    using Params = ExtraTileParams;
+    static bool direct(const Params &p) { return !p.C.tma || (TILE && !p.C2.tma); }
     GeRowPartial<GeSum> ss;
     __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const float2 d = ge_out_put(p.C, t, 0, h, col, v[h]);
-            ge_out_put(p.C2, t, 1, h, col, d);
-            ss.add(t, h, col, ge_mul(d, d));
+            if (TILE) ge_out_put(p.C2, t, 1, h, col, d);
+            if (ROWP) ss.add(t, h, col, ge_mul(d, d));
         }
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
         ge_out_flush(p.C, t, 0);
-        ge_out_flush(p.C2, t, 1);
+        if (TILE) ge_out_flush(p.C2, t, 1);
     }
-    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
+        if (ROWP) ss.store(p.part, p.ldpart, t);
+    }
 };
 
-static void bench_epilogue(int M, int N, int K, int hint) {
-    ge_stream_hint = hint;
+static void bench_epilogue(int M, int N, int K) {
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
     int nset = 1;
     while (nset < 16 && nset * (na + nb) * 2 < ROTATE_BYTES) nset++;
@@ -212,141 +231,110 @@ static void bench_epilogue(int M, int N, int K, int hint) {
     CK(cudaMalloc(&C2, nc * 2));
     CK(cudaMalloc(&O, nc * 2));
     CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
-    /* all at 128 x 256 tiles, like the fused programs */
-    const float t_plain = time_ms([&](int i) {
-        ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {ge_out((bf16 *)C, M, N, N)}, 0);
-    });
-    const float t_extra = time_ms([&](int i) {
-        const ExtraTileRowPartial::Params p = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part,
-                                               ge_row_parts(N)};
-        ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
-    });
-    ge_sched_override = GE_CFG_AUTO;
-    const float t_res = time_ms([&](int i) {
+    const ExtraTileParams pc = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part, (N + 255) / 256},
+                          pp = {pc.C, pc.C2, part, (N + 127) / 128},
+                          pd = {ge_out_direct((bf16 *)C, N), ge_out_direct((bf16 *)C2, N), part, (N + 255) / 256};
+    auto kres = [&](int i, int cfg) {
+        ge_sched_override = cfg;
         ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, 0);
+        ge_sched_override = GE_CFG_AUTO;
+    };
+    const std::vector<float> t = time_each({
+        /* cooperative 128 x 256 */
+        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pc.C}, 0); },
+        [&](int i) { ge_run<ExtraTileRowPartial<>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
+        [&](int i) { kres(i, GE_CFG_COOP256); },
+        /* ping-pong 128 x 128 (row partials per 128 columns) */
+        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {pp.C}, 0); },
+        [&](int i) { ge_run<ExtraTileRowPartial<>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, pp, 0); },
+        [&](int i) { kres(i, GE_CFG_PP128); },
+        /* the first version's epilogue: stores straight from registers (cooperative) */
+        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pd.C}, 0); },
+        [&](int i) { ge_run<ExtraTileRowPartial<>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pd, 0); },
     });
-    ge_sched_override = GE_CFG_AUTO;
-    const float t_plain_d = time_ms([&](int i) {
-        ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {ge_out_direct((bf16 *)C, N)}, 0);
-    });
-    const float t_extra_d = time_ms([&](int i) {
-        const ExtraTileRowPartial::Params p = {ge_out_direct((bf16 *)C, N), ge_out_direct((bf16 *)C2, N), part,
-                                               ge_row_parts(N)};
-        ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
-    });
-    /* ping-pong 128 x 128 (row partials per 128 columns) */
-    const float t_plain_p = time_ms([&](int i) {
-        ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K,
-                                                               {ge_out((bf16 *)C, M, N, N)}, 0);
-    });
-    const float t_extra_p = time_ms([&](int i) {
-        const ExtraTileRowPartial::Params p = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part,
-                                               (N + 127) / 128};
-        ge_run<ExtraTileRowPartial, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
-    });
-    ge_sched_override = GE_CFG_PP128;
-    const float t_res_p = time_ms([&](int i) {
-        ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, 0);
-    });
-    ge_sched_override = GE_CFG_AUTO;
-    ge_stream_hint = 0;
-    printf("L2 evict-first hints %s\n", hint ? "on" : "off");
-    printf("%6d %6d %6d   cooperative 128x256: plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)   K_res %7.3f ms "
-           "(%+5.1f%%)\n", M, N, K, t_plain, t_extra, 100.0 * (t_extra / t_plain - 1), t_res,
-           100.0 * (t_res / t_plain - 1));
-    printf("%6d %6d %6d   ping-pong 128x128:   plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)   K_res %7.3f ms "
-           "(%+5.1f%%)\n", M, N, K, t_plain_p, t_extra_p, 100.0 * (t_extra_p / t_plain_p - 1), t_res_p,
-           100.0 * (t_res_p / t_plain_p - 1));
-    printf("%6d %6d %6d   direct stores (first version's epilogue), cooperative 128x256: plain %7.3f ms   +tile+row "
-           "partial %7.3f ms (%+5.1f%%)\n", M, N, K, t_plain_d, t_extra_d, 100.0 * (t_extra_d / t_plain_d - 1));
+    const char *what[3] = {"cooperative 128x256", "ping-pong 128x128  ", "direct stores (first version's), cooperative 128x256"};
+    for (int k = 0; k < 3; k++) {
+        printf("%6d %6d %6d   %s: plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)", M, N, K, what[k], t[3 * k],
+               t[3 * k + 1], 100.0 * (t[3 * k + 1] / t[3 * k] - 1));
+        if (k < 2) printf("   K_res %7.3f ms (%+5.1f%%)", t[3 * k + 2], 100.0 * (t[3 * k + 2] / t[3 * k] - 1));
+        printf("\n");
+    }
     fflush(stdout);
     for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
     CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
 }
 
-/* ---------------------------------------------------------------- 2b. where K_res's epilogue time goes */
+/* ---------------------------------------------------------------- 2e. the extra-tile epilogue on ping-pong */
 
-/* K_res with parts left out (F bits): 1 the residual's L2 prefetch, 2 the residual (registers, loaded at begin),
- * 4 gamma, 8 the residual through the direct per-fragment load instead. D, O and the row partials always. */
-template <int BN, int F>
-struct KResPart : GeEpilogue {
-    static constexpr int kStageUnits = 2;
-    using Params = GeResNormParams;
+/* The extra-tile epilogue split into its parts (F bits): 1 stage a second tile in shared memory (unit 1), 2 store
+ * it from there by TMA, 4 store it straight from registers instead, 8 the row partial, 16 a second TMA store of
+ * unit 0 (TMA work without the shared-memory writes). The first output C is always staged and stored by TMA. */
+template <int F>
+struct EpiParts : GeEpilogue {
+    static constexpr int kStageUnits = (F & 1) ? 2 : 1;
+    using Params = ExtraTileParams;
+    static bool direct(const Params &p) { return !p.C.tma || ((F & 3) && !p.C2.tma); }
     GeRowPartial<GeSum> ss;
-    GeTileIn<BN> res;
-    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
-        if (F & 1) ge_prefetch_tile(p.res, p.ld, t, BN);
-    }
-    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
-        ss.reset();
-        if (F & 2) res.start(p.res, p.ld, t);
-    }
+    __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-        const float2 g = (F & 4) ? ge_col_vec(p.gamma, t, col) : make_float2(1.0f, 1.0f);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            float2 x = v[h];
-            if (F & 2) x = ge_add(x, res.get(t, h));
-            if (F & 8) x = ge_add(x, ge_load(p.res, p.ld, t, h, col));
-            const float2 d = ge_out_put(p.D, t, 0, h, col, x);
-            ss.add(t, h, col, ge_mul(d, d));
-            ge_out_put(p.O, t, 1, h, col, ge_mul(d, g));
+            const float2 d = ge_out_put(p.C, t, 0, h, col, v[h]);
+            if (F & 1) ge_out_put(p.C2, t, 1, h, col, d);
+            if (F & 4) ge_store(p.C2.ptr, p.C2.ld, t, h, col, d);
+            if (F & 8) ss.add(t, h, col, ge_mul(d, d));
         }
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
-        ge_out_flush(p.D, t, 0);
-        ge_out_flush(p.O, t, 1);
+        ge_out_flush(p.C, t, 0);
+        if (F & 2) ge_out_flush(p.C2, t, 1);
+        if (F & 16) ge_out_flush(p.C2, t, 0);
     }
-    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
+        if (F & 8) ss.store(p.part, p.ldpart, t);
+    }
 };
 
 template <int F>
-static void diag_variant(const char *what, int M, int N, int K, const std::vector<void *> &A,
-                         const std::vector<void *> &B, const std::vector<void *> &R, int nset, void *C, void *O,
-                         float *gamma, float *part, float t_plain_c, float t_plain_p) {
-    const float tc = time_ms([&](int i) {
-        const GeResNormParams p = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)R[i % nset],
-                                   gamma, part, N, (N + 255) / 256};
-        ge_run<KResPart<256, F>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
-    });
-    const float tp = time_ms([&](int i) {
-        const GeResNormParams p = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)R[i % nset],
-                                   gamma, part, N, (N + 127) / 128};
-        ge_run<KResPart<128, F>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0);
-    });
-    printf("  %-44s cooperative 128x256 %7.3f ms (%+6.1f%%)   ping-pong 128x128 %7.3f ms (%+6.1f%%)\n", what, tc,
-           100.0 * (tc / t_plain_c - 1), tp, 100.0 * (tp / t_plain_p - 1));
+static void epi_variant(const char *name, int M, int N, int K, const std::vector<void *> &A,
+                        const std::vector<void *> &B, int nset, const ExtraTileParams &p) {
+    const char *one = getenv("GE_BENCH_ONE");
+    if (one && atoi(one) != F) return;
+    using P = EpiParts<F>;
+    using L = GeSmem<P, 128, GE_PINGPONG>;
+    const std::vector<float> t = time_each(
+        {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {p.C}, 0); },
+         [&](int i) { ge_run<P, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0); }});
+    const float t0 = t[0], t1 = t[1];
+    const double r = t1 / t0;
+    printf("  %2d %-40s stages %d, %d staging buffers of %d KB: plain %7.3f ms, this %7.3f ms (%+5.1f%%)\n", F, name,
+           L::kStages, L::kBufs, 4 * L::kUnits, t0, t1, 100.0 * (r - 1));
     fflush(stdout);
 }
 
-static void bench_kres_parts(int M, int N, int K) {
+static void bench_epilogue_variants(int M, int N, int K) {
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
     int nset = 1;
     while (nset < 16 && nset * (na + nb) * 2 < ROTATE_BYTES) nset++;
-    std::vector<void *> A(nset), B(nset), R(nset);
-    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f), R[i] = rand_bf16(nc, 1.0f);
-    void *C, *O;
-    float *part, *gamma = const_f32(N, 1.0f);
+    std::vector<void *> A(nset), B(nset);
+    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f);
+    void *C, *C2;
+    float *part;
     CK(cudaMalloc(&C, nc * 2));
-    CK(cudaMalloc(&O, nc * 2));
+    CK(cudaMalloc(&C2, nc * 2));
     CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
-    const float tc = time_ms([&](int i) {
-        ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {ge_out((bf16 *)C, M, N, N)}, 0);
-    });
-    const float tp = time_ms([&](int i) {
-        ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K,
-                                                               {ge_out((bf16 *)C, M, N, N)}, 0);
-    });
-    printf("%6d %6d %6d   plain: cooperative 128x256 %7.3f ms, ping-pong 128x128 %7.3f ms\n", M, N, K, tc, tp);
-    diag_variant<0>("D, O, row partials", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
-    diag_variant<4>("  + gamma", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
-    diag_variant<2>("  + residual (registers, at begin)", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
-    diag_variant<3>("  + residual + its L2 prefetch", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
-    diag_variant<1>("  + L2 prefetch only", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
-    diag_variant<8>("  + residual (direct per-fragment loads)", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
-    diag_variant<7>("  everything (= K_res)", M, N, K, A, B, R, nset, C, O, gamma, part, tc, tp);
-    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
-    CK(cudaFree(C)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
+    const ExtraTileParams p = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part, (N + 127) / 128};
+    printf("%6d %6d %6d   ping-pong 128x128, each variant timed alternately with the plain GEMM\n", M, N, K);
+    epi_variant<0>("plain (against itself)", M, N, K, A, B, nset, p);
+    epi_variant<8>("row partial", M, N, K, A, B, nset, p);
+    epi_variant<1>("tile staged, not stored", M, N, K, A, B, nset, p);
+    epi_variant<16>("unit 0 stored twice (TMA only)", M, N, K, A, B, nset, p);
+    epi_variant<4>("tile stored from registers", M, N, K, A, B, nset, p);
+    epi_variant<3>("tile staged + TMA", M, N, K, A, B, nset, p);
+    epi_variant<11>("tile staged + TMA + row partial", M, N, K, A, B, nset, p);
+    epi_variant<12>("tile from registers + row partial", M, N, K, A, B, nset, p);
+    CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(part));
+    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); }
 }
 
 /* ---------------------------------------------------------------- 3. GEMM-residual-RMSNorm-GEMM */
@@ -398,17 +386,26 @@ static void bench_norm_pattern(int M, int D) {
         residual_rmsnorm_kernel<<<M, 256>>>((const bf16 *)T, (const bf16 *)res, gamma, eps, (bf16 *)H, (bf16 *)Y, D);
         cublas_gemm(GE_ABT, Y, W2, Z, CUDA_R_16BF, M, D, D, 0.0f);
     };
-    auto fused = [&](int) {
+    auto fused = [&](int, int cfg) {
+        ge_sched_override = cfg;
         ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0);
         ge_rms_finish(part, M, D, eps, r, 0);
         ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, 0);
+        ge_sched_override = GE_CFG_AUTO;
     };
-    separate(0), fused(0);
-    CK(cudaDeviceSynchronize());
-    const double err = rel_err((const bf16 *)Z2, (const bf16 *)Z, nx);
-    const float t0 = time_ms(bare), t1 = time_ms(separate), t2 = time_ms(fused);
-    printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours fused %7.3f ms (%.3fx)   rel err %.1e\n",
-           M, D, t0, t1, t1 / t0, t2, t2 / t0, err);
+    separate(0);
+    double err[2];
+    for (int k = 0; k < 2; k++) {
+        CK(cudaMemset(Z2, 0xFF, nx * 2)); /* NaN: an unwritten element shows */
+        fused(0, k ? GE_CFG_PP128 : GE_CFG_COOP256);
+        CK(cudaDeviceSynchronize());
+        err[k] = rel_err((const bf16 *)Z2, (const bf16 *)Z, nx);
+    }
+    const std::vector<float> t = time_each({bare, separate, [&](int i) { fused(i, GE_CFG_COOP256); },
+                                            [&](int i) { fused(i, GE_CFG_PP128); }});
+    printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours fused: cooperative "
+           "%7.3f ms (%.3fx), ping-pong %7.3f ms (%.3fx)   rel err %.1e, %.1e\n",
+           M, D, t[0], t[1], t[1] / t[0], t[2], t[2] / t[0], t[3], t[3] / t[0], err[0], err[1]);
     fflush(stdout);
     CK(cudaFree(X)); CK(cudaFree(res)); CK(cudaFree(W1)); CK(cudaFree(W2)); CK(cudaFree(gamma));
     CK(cudaFree(T)); CK(cudaFree(H)); CK(cudaFree(Y)); CK(cudaFree(Z)); CK(cudaFree(Z2)); CK(cudaFree(part)); CK(cudaFree(r));
@@ -435,7 +432,7 @@ int main(void) {
     /* Section 1 once per launcher configuration, then with the default (auto) choice. */
     static const char *cfg_name[] = {"the default (ping-pong 128 x 128)", "cooperative 128 x 256",
                                      "cooperative 128 x 128", "ping-pong 128 x 128"};
-    const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: d */
+    const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: e */
     for (int cfg : {GE_CFG_COOP256, GE_CFG_AUTO}) {
         if (!strchr(sections, '1')) break;
         ge_sched_override = cfg;
@@ -451,31 +448,24 @@ int main(void) {
     }
     ge_sched_override = GE_CFG_AUTO;
 
-    if (strchr(sections, 'd')) {
-        printf("\n## 2b. K_res's epilogue, parts left out (time over the plain GEMM of the same schedule)\n");
-        bench_kres_parts(8192, 2048, 2048);
-        bench_kres_parts(8192, 2048, 8192);
+    if (strchr(sections, 'e')) {
+        printf("\n## 2e. The extra-tile epilogue on ping-pong, parts left out\n");
+        bench_epilogue_variants(8192, 2048, 2048);
+        bench_epilogue_variants(8192, 3072, 2048);
+        bench_epilogue_variants(8192, 2048, 8192);
     }
 
-    if (strchr(sections, '2')) printf("\n## 2. Epilogue overhead (A.B^T, bf16): target <= 5%% for one extra tile + a row partial\n");
-    for (int hint : {0}) {
-        if (!strchr(sections, '2')) break;
-        bench_epilogue(8192, 2048, 2048, hint);
-        bench_epilogue(8192, 3072, 2048, hint);
-        bench_epilogue(8192, 2048, 8192, hint);
+    if (strchr(sections, '2')) {
+        printf("\n## 2. Epilogue overhead (A.B^T, bf16): target <= 5%% for one extra tile + a row partial\n");
+        bench_epilogue(8192, 2048, 2048);
+        bench_epilogue(8192, 3072, 2048);
+        bench_epilogue(8192, 2048, 8192);
     }
 
-    printf("\n## 3. GEMM-residual-RMSNorm-GEMM (ratios to the two bare cuBLAS GEMMs; target <= 1.05x)\n");
-    for (int hint : {0})
-        for (int cfg : {GE_CFG_AUTO, GE_CFG_PP128}) {
-            if (!strchr(sections, '3')) break;
-            ge_sched_override = cfg;
-            ge_stream_hint = hint;
-            printf("fused programs: %s, L2 evict-first hints %s\n",
-                   cfg == GE_CFG_PP128 ? "ping-pong 128 x 128" : "cooperative 128 x 256 (the default)",
-                   hint ? "on" : "off");
-            for (int D : {2048, 4096, 8192}) bench_norm_pattern(16384, D);
-        }
+    if (strchr(sections, '3')) {
+        printf("\n## 3. GEMM-residual-RMSNorm-GEMM (ratios to the two bare cuBLAS GEMMs; target <= 1.05x)\n");
+        for (int D : {2048, 4096, 8192}) bench_norm_pattern(16384, D);
+    }
     ge_sched_override = GE_CFG_AUTO;
     ge_stream_hint = 0;
     cublasDestroy(blas);

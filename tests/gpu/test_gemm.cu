@@ -6,7 +6,7 @@
  * - each epilogue primitive on its own, through a small program defined here (that a program is a few lines
  *   is the point of the engine): positions, maps, broadcasts, tile load/store, row/column partials, accumulate;
  * - the two fused programs (K_res + the r reduction, the row-scaled GEMM) and their chain vs fp64 references, on
- *   the cooperative (default) and the ping-pong schedule.
+ *   the ping-pong (default) and the cooperative schedule.
  * The fp64 reference covers a sample of rows (all columns) so that large shapes stay cheap on the CPU. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
@@ -525,7 +525,7 @@ static void test_fused(int M, int N, int K, int N2) {
     CHECK(all_finite(D, nd) && all_finite(O, nd) && all_finite(r, M) && guards_intact(dD, nd * 2) &&
               guards_intact(dO, nd * 2) && eD < 5e-3 && eO < 5e-3 && er < 1e-3,
           "fused K_res %d x %d x %d (%s): D = A.W^T + res rel err %.2e, O = D*gamma %.2e, r (from partials) %.2e", M,
-          N, K, ge_sched_override == GE_CFG_PP128 ? "ping-pong" : "cooperative", eD, eO, er);
+          N, K, ge_sched_override == GE_CFG_COOP256 ? "cooperative" : "ping-pong", eD, eO, er);
 
     /* Z = rmsnorm(D) . W2^T in fp64 from the unrounded reference D */
     double *z_ref = (double *)calloc((size_t)nr * N2, sizeof(double));
@@ -595,9 +595,10 @@ int main(void) {
     test_primitives(300, 520, 136);
     test_primitives(1000, 777, 64);
 
+    ge_sched_override = GE_CFG_COOP256; /* the fused programs on the cooperative schedule */
     test_fused(1000, 2000, 264, 520);
     test_fused(4096, 2048, 2048, 2048);
-    ge_sched_override = GE_CFG_PP128; /* the fused programs on the ping-pong schedule, with the L2 hints */
+    ge_sched_override = GE_CFG_AUTO; /* ping-pong (the default), with the L2 hints */
     ge_stream_hint = 1;
     test_fused(1000, 2000, 264, 520);
     test_fused(4096, 2048, 2048, 2048);

@@ -12,8 +12,9 @@
  *   GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's tiles c, c + 2, ...): per k16 step two
  *   wgmma.m64n128k16 (row blocks 0 and 1); an mbarrier pair makes the two consumers' main loops alternate, so one
  *   consumer's epilogue runs while the other's main loop keeps the tensor cores busy. The plain GEMMs run
- *   ping-pong except for very deep K (gemm.cu's pick_cfg); the fused programs run cooperative 128 x 256 (K_res
- *   on ping-pong, by override, brings its residual through shared memory with GeTileInTma: RESULTS.md section 5).
+ *   ping-pong except for very deep K (gemm.cu's pick_cfg); so do the fused programs (K_res brings its residual
+ *   through shared memory with GeTileInTma). For the overlap to hold, an epilogue must take less time than a
+ *   main loop: its code is kept compact (below), since it runs once per tile and is fetched afresh each time.
  * - Shared memory: a ring of stages (4 of 48 KB at BN = 256, 6 of 32 KB at BN = 128, fewer if the epilogue's
  *   scratch needs the room), each A 128x64 (16 KB) + B BNx64, 128-byte swizzled as TMA writes it. K-major
  *   operands are rows of 64 k (128 B): one TMA box, descriptor SBO = 1024 (8 rows), k16 step = +32 B. MN-major
@@ -48,7 +49,10 @@
  *     frag()  { for h: ge_out_put(p.C, t, 0, h, col, v[h]); }    flush() { ge_out_flush(p.C, t, 0); }
  * - Host: ge_run<Program, layout, BN, SCHED>(A, lda, B, ldb, M, N, K, params, stream) builds the two operand
  *   CUtensorMaps (cuTensorMapEncodeTiled through cudaGetDriverEntryPointByVersion: no -lcuda) and launches;
- *   ge_out(ptr, M, N, ld) builds a GeOut (its map, or the direct-store fallback where TMA cannot describe it).
+ *   ge_out(ptr, M, N, ld) builds a GeOut (its map, or tma = 0 where TMA cannot describe it: then the program's
+ *   direct() says so and ge_run launches the instantiation whose GeOuts store straight from registers; the
+ *   path is a template parameter, never a per-fragment branch, which keeps the unrolled epilogue small enough
+ *   for the instruction cache).
  */
 #ifndef GEMM_ENGINE_CUH
 #define GEMM_ENGINE_CUH
@@ -81,8 +85,8 @@ int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N,
 int ge_num_sms(void);
 void ge_fail(const char *what, const char *detail);
 /* Configurations of the launchers in gemm.cu: tile width and schedule (see ge_kernel). ge_sched_override (tests,
- * benchmarks) forces one for the plain GEMMs, and GE_CFG_PP128 also for the fused programs; 0 (default): the
- * plain GEMMs pick by the wave count, the fused programs run GE_CFG_COOP256. */
+ * benchmarks) forces one for the plain GEMMs; for the fused programs either cooperative one means cooperative
+ * 128 x 256. 0 (default): the plain GEMMs pick by the wave count, the fused programs run ping-pong 128 x 128. */
 enum { GE_CFG_AUTO = 0, GE_CFG_COOP256 = 1, GE_CFG_COOP128 = 2, GE_CFG_PP128 = 3 };
 extern int ge_sched_override;
 /* 1: the launchers' epilogue streams (GeOut stores, K_res's residual) use the L2 evict-first policy. */
@@ -123,7 +127,8 @@ struct GeSmem {
     static constexpr int kAvail = GE_SMEM_LIMIT - 1024 /* alignment slack */ - 256 /* barriers */;
     static constexpr int kInPerConsumer = Program::kInUnits * kUnit; /* GeTileInTma staging */
     static constexpr int kFixed = kCol + 2 * kVecPerConsumer + (kInPerConsumer ? 2 * kInPerConsumer + 1024 : 0);
-    static constexpr int kMaxStages = BN == 256 ? 4 : 6;
+    static constexpr int kCap = BN == 256 ? 4 : 6;
+    static constexpr int kMaxStages = Program::kMaxStages > 0 && Program::kMaxStages < kCap ? Program::kMaxStages : kCap;
     static constexpr int kStagesFit = (kAvail - kFixed - 2 * 2 * kUnits * kUnit) / kStage;
     static constexpr int kStages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
     static constexpr int kBufsFit = kUnits ? (kAvail - kFixed - kStages * kStage) / (2 * kUnits * kUnit) : 0;
@@ -156,7 +161,7 @@ __device__ __forceinline__ void ge_tile_coords(int t, int Mt, int Nt, int &tm, i
  * tensor cores busy; an mbarrier per consumer makes the two main loops alternate (see the wait below). */
 enum { GE_COOP = 0, GE_PINGPONG = 1 };
 
-template <class Program, bool A_MN, bool B_MN, int BN, int SCHED>
+template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT>
 __global__ void __launch_bounds__(GE_THREADS, 1)
     ge_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, int M, int N, int K,
               const __grid_constant__ typename Program::Params params) {
@@ -263,6 +268,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         tile.vec = smem_u32(smem + L::oVec + c * L::kVecPerConsumer);
         tile.in = smem_u32(smem + L::oIn + c * L::kInPerConsumer);
         tile.in_bar = &in_full[c * L::kInBars];
+        tile.direct = DIRECT;
         const uint32_t stage_base = smem_u32(smem + L::oEpi + c * L::kEpiPerConsumer);
         int buf = 0; /* GeOut staging buffer of the next chunk */
         Program prog;
@@ -324,8 +330,11 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             /* The epilogue, per m64 row block, in chunks of 32 columns (4 fragments). After a chunk whose
              * program stages GeOut tiles, one thread per consumer issues the chunk's bulk stores (flush) without
              * waiting for them; a staging buffer is written again only after its last stores have read it
-             * (kBufs - 2 may pend). */
-#pragma unroll
+             * (kBufs - 2 may pend). The row-block loop is not unrolled: ping-pong's second row block is moved
+             * into acc[0] (64 register moves) and runs the same code, which halves the epilogue's code; an
+             * epilogue runs once per tile, so its instructions are fetched afresh each time, and a large one
+             * is fetch-bound and outlasts the other consumer's main loop (RESULTS.md section 5). */
+#pragma unroll 1
             for (int mb = 0; mb < MB; mb++) {
                 tile.crow0 = tile.m0 + 64 * (PP ? mb : c);
                 tile.row[0] = tile.crow0 + tile.srow;
@@ -339,8 +348,8 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                     for (int jj = 0; jj < 4; jj++) {
                         const int j = 4 * q + jj;
                         tile.j = j;
-                        float2 v[2] = {make_float2(acc[mb][4 * j], acc[mb][4 * j + 1]),
-                                       make_float2(acc[mb][4 * j + 2], acc[mb][4 * j + 3])};
+                        float2 v[2] = {make_float2(acc[0][4 * j], acc[0][4 * j + 1]),
+                                       make_float2(acc[0][4 * j + 2], acc[0][4 * j + 3])};
                         prog.frag(params, tile, tile.col0 + 8 * j, v);
                     }
                     if constexpr (L::kUnits > 0) {
@@ -355,6 +364,10 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                     }
                 }
                 prog.end(params, tile);
+                if constexpr (MB == 2) {
+#pragma unroll
+                    for (int i2 = 0; i2 < BN / 2; i2++) acc[0][i2] = acc[MB - 1][i2];
+                }
             }
         }
         if constexpr (L::kUnits > 0) {
@@ -365,20 +378,12 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
 
 /* ---------------------------------------------------------------- host launch */
 
-/* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN, schedule SCHED. lda / ldb are the operands' row
- * strides in elements (A is [M,K] or, for GE_ATB, [K,M]; B is [N,K] for GE_ABT, else [K,N]). */
-template <class Program, int LAYOUT, int BN = GE_BN, int SCHED = GE_COOP>
-void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int K,
-            const typename Program::Params &params, cudaStream_t stream) {
-    constexpr bool A_MN = LAYOUT == GE_ATB, B_MN = LAYOUT != GE_ABT;
-    if (M <= 0 || N <= 0) return;
-    if (K <= 0) ge_fail("ge_run", "K must be at least 1");
-    const CUtensorMap tmA = A_MN ? ge_tensor_map("A (M-major)", A, M, K, lda, 64, GE_BK)
-                                 : ge_tensor_map("A (K-major)", A, K, M, lda, GE_BK, GE_BM);
-    const CUtensorMap tmB = B_MN ? ge_tensor_map("B (N-major)", B, N, K, ldb, 64, GE_BK)
-                                 : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, BN);
+/* Launches one instantiation of the kernel. */
+template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT>
+void ge_launch(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int K,
+               const typename Program::Params &params, cudaStream_t stream) {
     constexpr int smem = GeSmem<Program, BN, SCHED>::kBytes;
-    auto kernel = ge_kernel<Program, A_MN, B_MN, BN, SCHED>;
+    auto kernel = ge_kernel<Program, A_MN, B_MN, BN, SCHED, DIRECT>;
     static bool configured = false; /* one per instantiation */
     if (!configured) {
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
@@ -390,6 +395,26 @@ void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int 
     kernel<<<grid, GE_THREADS, smem, stream>>>(tmA, tmB, M, N, K, params);
     cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) ge_fail("launch of ge_kernel", cudaGetErrorString(e));
+}
+
+/* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN, schedule SCHED. lda / ldb are the operands' row
+ * strides in elements (A is [M,K] or, for GE_ATB, [K,M]; B is [N,K] for GE_ABT, else [K,N]). Where an output
+ * cannot be a TMA target (Program::direct), the direct-store instantiation runs, on the cooperative schedule
+ * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). */
+template <class Program, int LAYOUT, int BN = GE_BN, int SCHED = GE_COOP>
+void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int K,
+            const typename Program::Params &params, cudaStream_t stream) {
+    constexpr bool A_MN = LAYOUT == GE_ATB, B_MN = LAYOUT != GE_ABT;
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) ge_fail("ge_run", "K must be at least 1");
+    const CUtensorMap tmA = A_MN ? ge_tensor_map("A (M-major)", A, M, K, lda, 64, GE_BK)
+                                 : ge_tensor_map("A (K-major)", A, K, M, lda, GE_BK, GE_BM);
+    const CUtensorMap tmB = B_MN ? ge_tensor_map("B (N-major)", B, N, K, ldb, 64, GE_BK)
+                                 : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, BN);
+    if (Program::direct(params))
+        ge_launch<Program, A_MN, B_MN, BN, GE_COOP, true>(tmA, tmB, M, N, K, params, stream);
+    else
+        ge_launch<Program, A_MN, B_MN, BN, SCHED, false>(tmA, tmB, M, N, K, params, stream);
 }
 
 #endif

@@ -49,6 +49,8 @@ struct GeTile {
     uint32_t vec;       /* the consumer's column-vector scratch (GeColStage), kVecFloats floats */
     uint32_t in;        /* the consumer's input-tile staging (GeTileInTma), kInUnits 4 KB units */
     uint64_t *in_bar;   /* its mbarriers, one per unit (count 1; the loads' transaction bytes) */
+    bool direct;        /* GeOut outputs are stored straight from registers: a compile-time constant of the
+                         * kernel (ge_kernel's DIRECT), so the unused path leaves no code in the epilogue */
 };
 
 /* Valid columns of the pair starting at `col` in a matrix of `ncols` columns: 0, 1 or 2. */
@@ -216,8 +218,9 @@ __device__ __forceinline__ float2 ge_accum(T *p, long ld, const GeTile &t, int h
  * distinct banks); after the chunk the engine has one thread per consumer issue the program's flush(), which
  * stores (or, ACC, adds in L2) the 64 x 32 box with one bulk tensor copy and does not wait for it. The TMA unit
  * drops the box's elements outside [M, N], so edge tiles need no masks. Made on the host by ge_out() (gemm.cu):
- * where TMA cannot describe the matrix (base not 16-byte aligned, row stride not a multiple of 16 bytes), tma = 0
- * and the same calls store directly from registers. A program using GeOut declares kStageUnits = the sum of its
+ * where TMA cannot describe the matrix (base not 16-byte aligned, row stride not a multiple of 16 bytes), tma = 0;
+ * the program's direct() reports it, and ge_run launches the instantiation in which the same calls store
+ * directly from registers. A program using GeOut declares kStageUnits = the sum of its
  * outputs' kUnits and gives each output its own unit offset. */
 template <class T>
 struct GeOut {
@@ -239,10 +242,13 @@ __device__ __forceinline__ uint32_t ge_stage_off(const float *, int r, int cc) {
 
 /* Puts the fragment pair (row h, columns col, col+1) of output o, staged at unit offset `unit`. Returns the pair
  * as stored (rounded to bf16 for a bf16 output); ACC (accumulate, o += v) returns v itself on the TMA path (the
- * fp32 add happens in L2) and the sum on the direct path, which a bf16 accumulate always takes (one rounding). */
+ * fp32 add happens in L2) and the sum on the direct path, which a bf16 accumulate always takes (one rounding).
+ * Which path runs is decided at compile time (t.direct), never per fragment: a branch here would put both paths'
+ * code into the unrolled epilogue, and an epilogue that large runs out of the instruction cache (RESULTS.md
+ * section 5, fourth step). */
 template <bool ACC = false, class T>
 __device__ __forceinline__ float2 ge_out_put(const GeOut<T> &o, const GeTile &t, int unit, int h, int col, float2 v) {
-    if (!o.tma || (ACC && sizeof(T) == 2)) /* a bf16 add in L2 would round twice: direct read-add-write */
+    if (t.direct || (ACC && sizeof(T) == 2)) /* a bf16 add in L2 would round twice: direct read-add-write */
         return ACC ? ge_accum(o.ptr, o.ld, t, h, col, v) : ge_store(o.ptr, o.ld, t, h, col, v);
     const uint32_t addr = t.stage + unit * 4096 + ge_stage_off(o.ptr, t.srow + 8 * h, col - t.chunk_col);
     if constexpr (sizeof(T) == 2) {
@@ -258,10 +264,12 @@ __device__ __forceinline__ float2 ge_out_put(const GeOut<T> &o, const GeTile &t,
 }
 
 /* Issues the chunk's bulk copy of output o (the engine calls flush() in one thread per consumer, after a barrier
- * over the consumer's threads; nothing on the direct path). */
+ * over the consumer's threads; nothing on the direct path). A program whose direct() did not report an output
+ * that TMA cannot describe stops here (trap) instead of storing through an empty tensor map. */
 template <bool ACC = false, class T>
 __device__ __forceinline__ void ge_out_flush(const GeOut<T> &o, const GeTile &t, int unit) {
-    if (!o.tma || (ACC && sizeof(T) == 2)) return;
+    if (t.direct || (ACC && sizeof(T) == 2)) return;
+    if (!o.tma) __trap();
     const uint32_t src = t.stage + unit * 4096;
     if (o.hint) {
         if (ACC)
@@ -457,6 +465,11 @@ struct GeEpilogue {
     static constexpr int kStageUnits = 0; /* GeOut staging per 32-column chunk, in 4 KB units */
     static constexpr int kVecFloats = 0;  /* column-vector scratch (GeColStage), floats */
     static constexpr int kInUnits = 0;    /* input-tile staging (GeTileInTma), 4 KB units per consumer */
+    static constexpr int kMaxStages = 0;  /* 0: as many ring stages as fit (at most 6, or 4 at BN = 256) */
+    /* true: some GeOut output of these params cannot be a TMA target (ge_out() set tma = 0), so the engine runs
+     * the program's direct-store instantiation (cooperative schedule). A program with GeOut outputs defines it. */
+    template <class P>
+    static bool direct(const P &) { return false; }
     template <class P>
     __device__ __forceinline__ void prefetch(const P &, const GeTile &) {}
     template <class P>

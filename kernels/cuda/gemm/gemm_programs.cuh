@@ -13,6 +13,7 @@ struct GeStore : GeEpilogue {
     struct Params {
         GeOut<T> C;
     };
+    static bool direct(const Params &p) { return !p.C.tma; }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
 #pragma unroll
         for (int h = 0; h < 2; h++) ge_out_put<ACCUMULATE>(p.C, t, 0, h, col, v[h]);
@@ -37,6 +38,7 @@ struct GeResNorm : GeEpilogue {
     static constexpr int kStageUnits = 2; /* D at unit 0, O at unit 1 */
     static constexpr int kVecFloats = BN; /* gamma */
     using Params = GeResNormParams;
+    static bool direct(const Params &p) { return !p.D.tma || !p.O.tma; }
     GeRowPartial<GeSum> ss;
     GeTileIn<BN> res; /* the whole tile: BN/4 registers, all loads in flight at once */
     GeColStage<BN> gamma;
@@ -77,6 +79,7 @@ struct GeResNormTma : GeEpilogue {
     static constexpr int kInUnits = BN / 32; /* the residual, then D */
     static constexpr int kVecFloats = BN; /* gamma */
     using Params = GeResNormParams;
+    static bool direct(const Params &p) { return !p.O.tma; } /* D and R must be TMA targets (the launcher checks) */
     GeRowPartial<GeSum> ss;
     GeTileInTma<BN> res;
     GeColStage<BN> gamma;
@@ -118,6 +121,7 @@ struct GeRowScale : GeEpilogue {
         const float *r;
         GeOut<T> Z;
     };
+    static bool direct(const Params &p) { return !p.Z.tma; }
     float r[2];
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
         r[0] = ge_row_vec(p.r, t, 0);
