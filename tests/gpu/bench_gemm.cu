@@ -2,7 +2,7 @@
  * 1. the Llama-3.2-1B training GEMMs with M = 8192 tokens (forward A.B^T bf16 out, data gradient A.B bf16 out,
  *    weight gradient A^T.B fp32 accumulate) and 8192^3: TFLOP/s of each, ratio, geometric mean;
  * 2. epilogue overhead: plain vs one extra output tile + a row partial reduction, and vs the full K_res program;
- *    (section "e", on request: the extra-tile epilogue on ping-pong split into its parts);
+ *    (sections "e" and "k", on request: the extra-tile epilogue and K_res on ping-pong split into their parts);
  * 3. GEMM-residual-RMSNorm-GEMM on 16384 rows (D = 2048, 4096, 8192): the two bare cuBLAS GEMMs, cuBLAS + simple
  *    separate kernels, and ours (K_res + r + row-scaled GEMM) on both schedules. scripts/bench_gemm_torch.py times
  *    torch.compile. GE_BENCH_SECTIONS picks sections (default "123").
@@ -337,6 +337,88 @@ static void bench_epilogue_variants(int M, int N, int K) {
     for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); }
 }
 
+/* ---------------------------------------------------------------- 2k. K_res on ping-pong, parts left out */
+
+/* GeResNormTma with parts left out (F bits): 1 the residual added, 2 the residual loaded (TMA into the slots;
+ * without it the slots are not waited for), 4 gamma (else O = D), 8 the row partial. D is always written in place
+ * of the slot and stored from there, O staged and stored. 15 = GeResNormTma. */
+template <int F>
+struct KResTmaParts : GeEpilogue {
+    static constexpr int kStageUnits = 1;
+    static constexpr int kInUnits = GeTileInTma<128>::kUnits;
+    static constexpr int kVecFloats = 128;
+    using Params = GeResNormParams;
+    static bool direct(const Params &p) { return !p.O.tma; }
+    GeRowPartial<GeSum> ss;
+    GeTileInTma<128> res;
+    GeColStage<128> gamma;
+    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
+        if (F & 2) res.load(p.R, t);
+        if (F & 4) gamma.fetch(p.gamma, t);
+    }
+    __device__ __forceinline__ void begin(const Params &, const GeTile &t) {
+        ss.reset();
+        if (F & 4) gamma.publish(t);
+    }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        if (F & 2) res.wait(t);
+        const float2 g = (F & 4) ? gamma.get(t, col) : make_float2(1.0f, 1.0f);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float2 d = res.put(t, h, col, (F & 1) ? ge_add(v[h], res.get(t, h, col)) : v[h]);
+            if (F & 8) ss.add(t, h, col, ge_mul(d, d));
+            ge_out_put(p.O, t, 0, h, col, (F & 4) ? ge_mul(d, g) : d);
+        }
+    }
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
+        res.flush_out(p.D, t);
+        ge_out_flush(p.O, t, 0);
+    }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
+        if (F & 8) ss.store(p.part, p.ldpart, t);
+    }
+};
+
+/* A program with its ring capped at S stages. */
+template <class P, int S>
+struct RingCap : P {
+    static constexpr int kMaxStages = S;
+};
+
+static void bench_kres_parts(int M, int N, int K) {
+    const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+    int nset = 1;
+    while (nset < 16 && nset * (na + nb) * 2 < ROTATE_BYTES) nset++;
+    std::vector<void *> A(nset), B(nset), R(nset);
+    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f), R[i] = rand_bf16(nc, 1.0f);
+    void *C, *O;
+    float *part, *gamma = const_f32(N, 1.0f);
+    CK(cudaMalloc(&C, nc * 2));
+    CK(cudaMalloc(&O, nc * 2));
+    CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
+    std::vector<GeResNormParams> p(nset);
+    for (int i = 0; i < nset; i++)
+        p[i] = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)R[i], gamma, part, N,
+                (N + 127) / 128, ge_out((bf16 *)R[i], M, N, N)};
+#define KRP(P) [&](int i) { ge_run<P, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p[i % nset], 0); }
+    const GeStore<bf16, false>::Params ps = {p[0].D};
+    const std::vector<float> t = time_each({
+        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
+        [&](int i) { ge_run<RingCap<GeStore<bf16, false>, 4>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
+        KRP(KResTmaParts<0>), KRP(KResTmaParts<8>), KRP(KResTmaParts<12>), KRP(KResTmaParts<2>), KRP(KResTmaParts<3>),
+        KRP(KResTmaParts<15>), KRP(GeResNormTma<128>)});
+#undef KRP
+    const char *what[] = {"plain (6 stages)", "plain, 4 stages", "D in place + O staged (no residual)", "  + row partial",
+                          "  + row partial + gamma", "D + O + residual loads (not added)", "D + O + residual added",
+                          "all parts (= K_res)", "GeResNormTma (the program)"};
+    printf("%6d %6d %6d   ping-pong 128x128, timed in turns\n", M, N, K);
+    for (size_t k = 0; k < t.size(); k++)
+        printf("  %-40s %7.3f ms (%+5.1f%%)\n", what[k], t[k], 100.0 * (t[k] / t[0] - 1));
+    fflush(stdout);
+    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
+    CK(cudaFree(C)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
+}
+
 /* ---------------------------------------------------------------- 3. GEMM-residual-RMSNorm-GEMM */
 
 /* The unfused middle: h = t + res; y = h * rsqrt(mean(h^2) + eps) * gamma. One block per row. */
@@ -432,7 +514,7 @@ int main(void) {
     /* Section 1 once per launcher configuration, then with the default (auto) choice. */
     static const char *cfg_name[] = {"the default (ping-pong 128 x 128)", "cooperative 128 x 256",
                                      "cooperative 128 x 128", "ping-pong 128 x 128"};
-    const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: e */
+    const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: e, k */
     for (int cfg : {GE_CFG_COOP256, GE_CFG_AUTO}) {
         if (!strchr(sections, '1')) break;
         ge_sched_override = cfg;
@@ -453,6 +535,12 @@ int main(void) {
         bench_epilogue_variants(8192, 2048, 2048);
         bench_epilogue_variants(8192, 3072, 2048);
         bench_epilogue_variants(8192, 2048, 8192);
+    }
+
+    if (strchr(sections, 'k')) {
+        printf("\n## 2k. K_res on ping-pong, parts left out\n");
+        bench_kres_parts(8192, 2048, 2048);
+        bench_kres_parts(8192, 2048, 8192);
     }
 
     if (strchr(sections, '2')) {

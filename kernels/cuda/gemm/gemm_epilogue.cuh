@@ -381,61 +381,48 @@ struct GeTileIn {
 };
 
 /* An input tile shaped like the output (bf16, e.g. a residual), brought into the consumer's shared input staging
- * by TMA, one m64 row block at a time, so that it takes no registers and no ring stages: BN/32 slots of 64 rows x
- * 32 columns (one per chunk), each laid out as GeOut's bf16 staging slot (the map is a GeOut<bf16>'s, ge_out()),
- * each with its own "in" mbarrier. load_first() in prefetch() loads the tile's first row block; where the
- * consumer holds a second one (ping-pong), chunk q's slot is refilled with it as soon as the bulk stores that read
- * it are done: next() in flush() issues slot q-1's load before the chunk's own stores, end() the last slot's, so
- * that the loads run ahead of the next row block's epilogue. Slots wholly outside [M, N] are not loaded (all
- * their outputs are masked). wait() in frag() blocks the consumer on the chunk's slot at its first fragment;
- * get(t, h, col) reads the pair at fragment (h, col); put() writes a bf16 pair over it, and flush_out(o, t) (in
- * the program's flush()) stores the chunk from there by TMA: an output written in place of the input, with no
- * staging of its own. Needs kInUnits = BN / 32. */
-template <int BN>
+ * by TMA before the tile's main loop, so that it takes no registers, no ring stages, and its latency hides behind
+ * the main loop: one slot of 64 rows x 32 columns per chunk and row block (kUnits 4 KB units: up to BLOCKS row
+ * blocks of BN/32 chunks), each laid out as GeOut's bf16 staging slot (the map is a GeOut<bf16>'s, ge_out()), each
+ * with its own "in" mbarrier. load() in prefetch() loads the row blocks this consumer will hold (after its earlier
+ * bulk stores have read the slots); slots wholly outside [M, N] are not loaded (all their outputs are masked).
+ * wait() in frag() blocks the consumer on the chunk's slot at its first fragment; get(t, h, col) reads the pair at
+ * fragment (h, col); put() writes a bf16 pair over it, and flush_out(o, t) (in the program's flush()) stores the
+ * chunk from there by TMA: an output written in place of the input, with no staging of its own. A program using
+ * it declares kInUnits = GeTileInTma<BN>::kUnits. (Loading the second row block during the first one's epilogue,
+ * into the slots that epilogue had freed, needed half the space but cost 20% at K = 2048: RESULTS.md section 5.) */
+template <int BN, int BLOCKS = 2>
 struct GeTileInTma {
-    static constexpr int kSlots = BN / 32;
-    uint32_t phase = 0; /* parity of the slots' next wait (each slot is loaded once per row block) */
-    __device__ __forceinline__ static int chunk(const GeTile &t) { return (t.chunk_col - t.n0) >> 5; }
+    static constexpr int kSlots = BN / 32, kUnits = BLOCKS * kSlots;
+    uint32_t loads = 0; /* tiles loaded so far: a slot's wait parity is that of its latest load */
+    __device__ __forceinline__ static int first_row(const GeTile &t) { return t.m0 + (t.nblk == 1 ? 64 * (t.cwarp >> 2) : 0); }
+    __device__ __forceinline__ static int slot(const GeTile &t) {
+        return ((t.crow0 - first_row(t)) >> 6) * kSlots + ((t.chunk_col - t.n0) >> 5);
+    }
     __device__ __forceinline__ static uint32_t addr(const GeTile &t, int h, int col) {
-        return t.in + chunk(t) * 4096 + ge_stage_off((const bf16 *)nullptr, t.srow + 8 * h, col - t.chunk_col);
+        return t.in + slot(t) * 4096 + ge_stage_off((const bf16 *)nullptr, t.srow + 8 * h, col - t.chunk_col);
     }
-    /* slot q <- rows row0 .. row0 + 63, columns n0 + 32q .. (the consumer's leader only) */
-    __device__ __forceinline__ static void load_slot(const GeOut<bf16> &o, const GeTile &t, int row0, int q) {
-        if (row0 < t.M && t.n0 + 32 * q < t.N) {
-            mbar_arrive_expect_tx(t.in_bar + q, 4096);
-            tma_load_2d_u32(t.in + q * 4096, &o.map, t.in_bar + q, t.n0 + 32 * q, row0);
-        } else {
-            mbar_arrive(t.in_bar + q);
-        }
-    }
-    /* the first row block of the tile this consumer will hold (prefetch() hook, all threads) */
-    __device__ __forceinline__ void load_first(const GeOut<bf16> &o, const GeTile &t) {
+    /* the consumer's row blocks of the tile it will hold next (prefetch() hook, all threads) */
+    __device__ __forceinline__ void load(const GeOut<bf16> &o, const GeTile &t) {
+        loads++;
         if (t.wtid != 0) return;
-        bulk_wait_read<0>();
-        const int row0 = t.m0 + (t.nblk == 1 ? 64 * (t.cwarp >> 2) : 0);
+        bulk_wait_read<0>(); /* the slots' last stores (the previous tile's outputs written in place) */
+        const int row0 = first_row(t), nb = t.nblk < BLOCKS ? t.nblk : BLOCKS;
+        for (int b = 0; b < nb; b++)
 #pragma unroll
-        for (int q = 0; q < kSlots; q++) load_slot(o, t, row0, q);
-    }
-    __device__ __forceinline__ static bool has_next(const GeTile &t) { return t.crow0 + 64 < t.m0 + 64 * t.nblk; }
-    /* flush() hook (leader), before the chunk's own stores: slot q-1 <- the next row block's chunk q-1 */
-    __device__ __forceinline__ void next(const GeOut<bf16> &o, const GeTile &t) const {
-        const int q = chunk(t);
-        if (q > 0 && has_next(t)) {
-            bulk_wait_read<0>();
-            load_slot(o, t, t.crow0 + 64, q - 1);
-        }
-    }
-    /* end() hook (all threads): the last slot's load, and the next row block's parity */
-    __device__ __forceinline__ void end(const GeOut<bf16> &o, const GeTile &t) {
-        if (t.wtid == 0 && has_next(t)) {
-            bulk_wait_read<0>();
-            load_slot(o, t, t.crow0 + 64, kSlots - 1);
-        }
-        phase ^= 1;
+            for (int q = 0; q < kSlots; q++) {
+                uint64_t *bar = t.in_bar + b * kSlots + q;
+                if (row0 + 64 * b < t.M && t.n0 + 32 * q < t.N) {
+                    mbar_arrive_expect_tx(bar, 4096);
+                    tma_load_2d_u32(t.in + (b * kSlots + q) * 4096, &o.map, bar, t.n0 + 32 * q, row0 + 64 * b);
+                } else {
+                    mbar_arrive(bar);
+                }
+            }
     }
     /* frag() hook: at the chunk's first fragment, wait for its slot */
     __device__ __forceinline__ void wait(const GeTile &t) const {
-        if (t.j % 4 == 0) mbar_wait(t.in_bar + t.j / 4, phase);
+        if (t.j % 4 == 0) mbar_wait(t.in_bar + slot(t), (loads - 1) & 1);
     }
     __device__ __forceinline__ float2 get(const GeTile &t, int h, int col) const {
         const uint32_t u = ld_shared_b32(addr(t, h, col));
@@ -451,7 +438,7 @@ struct GeTileInTma {
         return __bfloat1622float2(b);
     }
     __device__ __forceinline__ void flush_out(const GeOut<bf16> &o, const GeTile &t) const {
-        const uint32_t src = t.in + chunk(t) * 4096;
+        const uint32_t src = t.in + slot(t) * 4096;
         if (o.hint)
             tma_store_2d_hint(&o.map, src, t.chunk_col, t.crow0, t.l2_stream);
         else

@@ -67,16 +67,14 @@ struct GeResNorm : GeEpilogue {
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
 };
 
-/* K_res for the ping-pong schedule: the residual comes in by TMA, one m64 row block at a time, into the
- * consumer's shared input staging (GeTileInTma: no registers, so the consumer keeps its registers for the two
- * accumulator blocks, and no ring stages), and D is written in place over it and stored from there; only O has
- * GeOut staging. The first row block's chunks are loaded before the main loop, the second's chunk by chunk as the
- * first's D stores free their slots (after an L2 prefetch of the tile before the main loop). Needs D and R
- * describable by TMA (ge_gemm_res_norm checks). */
+/* K_res for the ping-pong schedule: the residual comes in by TMA into the consumer's shared input staging before
+ * the main loop (GeTileInTma: both row blocks, no registers, no ring stages; the ring drops to 4 stages), D is
+ * written in place over it and stored from there; only O has GeOut staging. Needs D and R describable by TMA
+ * (ge_gemm_res_norm checks). */
 template <int BN = 128>
 struct GeResNormTma : GeEpilogue {
     static constexpr int kStageUnits = 1; /* O */
-    static constexpr int kInUnits = BN / 32; /* the residual, then D */
+    static constexpr int kInUnits = GeTileInTma<BN>::kUnits; /* the residual, then D */
     static constexpr int kVecFloats = BN; /* gamma */
     using Params = GeResNormParams;
     static bool direct(const Params &p) { return !p.O.tma; } /* D and R must be TMA targets (the launcher checks) */
@@ -84,8 +82,7 @@ struct GeResNormTma : GeEpilogue {
     GeTileInTma<BN> res;
     GeColStage<BN> gamma;
     __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
-        if (t.nblk > 1) ge_prefetch_tile(p.res, p.ld, t, BN);
-        res.load_first(p.R, t);
+        res.load(p.R, t);
         gamma.fetch(p.gamma, t);
     }
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
@@ -103,14 +100,10 @@ struct GeResNormTma : GeEpilogue {
         }
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
-        res.next(p.R, t);
         res.flush_out(p.D, t);
         ge_out_flush(p.O, t, 0);
     }
-    __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
-        ss.store(p.part, p.ldpart, t);
-        res.end(p.R, t);
-    }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
 };
 
 /* Z = r[row] * acc, Z bf16 or fp32. */
