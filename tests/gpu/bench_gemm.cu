@@ -187,85 +187,12 @@ static void bench_shape(const Shape &s) {
 
 /* ---------------------------------------------------------------- 2. epilogue overhead */
 
-/* One extra output tile (a second bf16 copy of D) and a per-row partial sum of squares (TILE, ROWP: leave either
- * out, section 2e). With ge_out_direct outputs it is the engine's first epilogue (stores straight from
- * registers), for comparison. */
+/* The outputs of the extra-tile programs: C, a second tile C2, the row partials. */
 struct ExtraTileParams {
     GeOut<bf16> C, C2;
     float *part;
     long ldpart;
 };
-template <bool TILE = true, bool ROWP = true>
-struct ExtraTileRowPartial : GeEpilogue {
-    static constexpr int kStageUnits = TILE ? 2 : 1;
-    using Params = ExtraTileParams;
-    static bool direct(const Params &p) { return !p.C.tma || (TILE && !p.C2.tma); }
-    GeRowPartial<GeSum> ss;
-    __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
-    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const float2 d = ge_out_put(p.C, t, 0, h, col, v[h]);
-            if (TILE) ge_out_put(p.C2, t, 1, h, col, d);
-            if (ROWP) ss.add(t, h, col, ge_mul(d, d));
-        }
-    }
-    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
-        ge_out_flush(p.C, t, 0);
-        if (TILE) ge_out_flush(p.C2, t, 1);
-    }
-    __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
-        if (ROWP) ss.store(p.part, p.ldpart, t);
-    }
-};
-
-static void bench_epilogue(int M, int N, int K) {
-    const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
-    int nset = 1;
-    while (nset < 16 && nset * (na + nb) * 2 < ROTATE_BYTES) nset++;
-    std::vector<void *> A(nset), B(nset), R(nset);
-    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f), R[i] = rand_bf16(nc, 1.0f);
-    void *C, *C2, *O;
-    float *part, *gamma = const_f32(N, 1.0f);
-    CK(cudaMalloc(&C, nc * 2));
-    CK(cudaMalloc(&C2, nc * 2));
-    CK(cudaMalloc(&O, nc * 2));
-    CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
-    const ExtraTileParams pc = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part, (N + 255) / 256},
-                          pp = {pc.C, pc.C2, part, (N + 127) / 128},
-                          pd = {ge_out_direct((bf16 *)C, N), ge_out_direct((bf16 *)C2, N), part, (N + 255) / 256};
-    auto kres = [&](int i, int cfg) {
-        ge_sched_override = cfg;
-        ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, 0);
-        ge_sched_override = GE_CFG_AUTO;
-    };
-    const std::vector<float> t = time_each({
-        /* cooperative 128 x 256 */
-        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pc.C}, 0); },
-        [&](int i) { ge_run<ExtraTileRowPartial<>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
-        [&](int i) { kres(i, GE_CFG_COOP256); },
-        /* ping-pong 128 x 128 (row partials per 128 columns) */
-        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {pp.C}, 0); },
-        [&](int i) { ge_run<ExtraTileRowPartial<>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, pp, 0); },
-        [&](int i) { kres(i, GE_CFG_PP128); },
-        /* the first version's epilogue: stores straight from registers (cooperative) */
-        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pd.C}, 0); },
-        [&](int i) { ge_run<ExtraTileRowPartial<>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pd, 0); },
-    });
-    const char *what[3] = {"cooperative 128x256", "ping-pong 128x128  ", "direct stores (first version's), cooperative 128x256"};
-    for (int k = 0; k < 3; k++) {
-        printf("%6d %6d %6d   %s: plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)", M, N, K, what[k], t[3 * k],
-               t[3 * k + 1], 100.0 * (t[3 * k + 1] / t[3 * k] - 1));
-        if (k < 2) printf("   K_res %7.3f ms (%+5.1f%%)", t[3 * k + 2], 100.0 * (t[3 * k + 2] / t[3 * k] - 1));
-        printf("\n");
-    }
-    fflush(stdout);
-    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
-    CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
-}
-
-/* ---------------------------------------------------------------- 2e. the extra-tile epilogue on ping-pong */
-
 /* The extra-tile epilogue split into its parts (F bits): 1 stage a second tile in shared memory (unit 1), 2 store
  * it from there by TMA, 4 store it straight from registers instead, 8 the row partial, 16 a second TMA store of
  * unit 0 (TMA work without the shared-memory writes). The first output C is always staged and stored by TMA. */
@@ -294,6 +221,57 @@ struct EpiParts : GeEpilogue {
         if (F & 8) ss.store(p.part, p.ldpart, t);
     }
 };
+
+/* The program of section 2's target: a second bf16 tile (a copy of D) and the row partial sum of squares. With
+ * ge_out_direct outputs it is the engine's first epilogue (stores straight from registers), for comparison. */
+using ExtraTileRowPartial = EpiParts<11>;
+
+static void bench_epilogue(int M, int N, int K) {
+    const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
+    int nset = 1;
+    while (nset < 16 && nset * (na + nb) * 2 < ROTATE_BYTES) nset++;
+    std::vector<void *> A(nset), B(nset), R(nset);
+    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f), R[i] = rand_bf16(nc, 1.0f);
+    void *C, *C2, *O;
+    float *part, *gamma = const_f32(N, 1.0f);
+    CK(cudaMalloc(&C, nc * 2));
+    CK(cudaMalloc(&C2, nc * 2));
+    CK(cudaMalloc(&O, nc * 2));
+    CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
+    const ExtraTileParams pc = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part, (N + 255) / 256},
+                          pp = {pc.C, pc.C2, part, (N + 127) / 128},
+                          pd = {ge_out_direct((bf16 *)C, N), ge_out_direct((bf16 *)C2, N), part, (N + 255) / 256};
+    auto kres = [&](int i, int cfg) {
+        ge_sched_override = cfg;
+        ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, 0);
+        ge_sched_override = GE_CFG_AUTO;
+    };
+    const std::vector<float> t = time_each({
+        /* cooperative 128 x 256 */
+        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pc.C}, 0); },
+        [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
+        [&](int i) { kres(i, GE_CFG_COOP256); },
+        /* ping-pong 128 x 128 (row partials per 128 columns) */
+        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {pp.C}, 0); },
+        [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, pp, 0); },
+        [&](int i) { kres(i, GE_CFG_PP128); },
+        /* the first version's epilogue: stores straight from registers (cooperative) */
+        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pd.C}, 0); },
+        [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pd, 0); },
+    });
+    const char *what[3] = {"cooperative 128x256", "ping-pong 128x128  ", "direct stores (first version's), cooperative 128x256"};
+    for (int k = 0; k < 3; k++) {
+        printf("%6d %6d %6d   %s: plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)", M, N, K, what[k], t[3 * k],
+               t[3 * k + 1], 100.0 * (t[3 * k + 1] / t[3 * k] - 1));
+        if (k < 2) printf("   K_res %7.3f ms (%+5.1f%%)", t[3 * k + 2], 100.0 * (t[3 * k + 2] / t[3 * k] - 1));
+        printf("\n");
+    }
+    fflush(stdout);
+    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
+    CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
+}
+
+/* ---------------------------------------------------------------- 2e. the extra-tile epilogue on ping-pong */
 
 template <int F>
 static void epi_variant(const char *name, int M, int N, int K, const std::vector<void *> &A,
@@ -530,24 +508,16 @@ int main(void) {
     }
     ge_sched_override = GE_CFG_AUTO;
 
-    if (strchr(sections, 'e')) {
-        printf("\n## 2e. The extra-tile epilogue on ping-pong, parts left out\n");
-        bench_epilogue_variants(8192, 2048, 2048);
-        bench_epilogue_variants(8192, 3072, 2048);
-        bench_epilogue_variants(8192, 2048, 8192);
-    }
-
-    if (strchr(sections, 'k')) {
-        printf("\n## 2k. K_res on ping-pong, parts left out\n");
-        bench_kres_parts(8192, 2048, 2048);
-        bench_kres_parts(8192, 2048, 8192);
-    }
-
-    if (strchr(sections, '2')) {
-        printf("\n## 2. Epilogue overhead (A.B^T, bf16): target <= 5%% for one extra tile + a row partial\n");
-        bench_epilogue(8192, 2048, 2048);
-        bench_epilogue(8192, 3072, 2048);
-        bench_epilogue(8192, 2048, 8192);
+    /* Section 2 and its diagnostic variants, each on the same three shapes (M, N, K). */
+    const struct { char key; const char *title; void (*run)(int, int, int); } epi[] = {
+        {'e', "2e. The extra-tile epilogue on ping-pong, parts left out", bench_epilogue_variants},
+        {'k', "2k. K_res on ping-pong, parts left out", bench_kres_parts},
+        {'2', "2. Epilogue overhead (A.B^T, bf16): target <= 5% for one extra tile + a row partial", bench_epilogue}};
+    const int epi_shapes[3][3] = {{8192, 2048, 2048}, {8192, 3072, 2048}, {8192, 2048, 8192}};
+    for (auto &e : epi) {
+        if (!strchr(sections, e.key)) continue;
+        printf("\n## %s\n", e.title);
+        for (auto &sh : epi_shapes) e.run(sh[0], sh[1], sh[2]);
     }
 
     if (strchr(sections, '3')) {

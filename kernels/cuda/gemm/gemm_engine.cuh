@@ -14,7 +14,10 @@
  *   consumer's epilogue runs while the other's main loop keeps the tensor cores busy. The plain GEMMs run
  *   ping-pong except for very deep K (gemm.cu's pick_cfg); so do the fused programs (K_res brings its residual
  *   through shared memory with GeTileInTma). For the overlap to hold, an epilogue must take less time than a
- *   main loop: its code is kept compact (below), since it runs once per tile and is fetched afresh each time.
+ *   main loop, and an epilogue runs once per tile, its instructions fetched afresh each time: a large one is
+ *   fetch-bound (ncu: "no instruction" stalls 9% -> 29% when an extra output doubled the code). So its code is
+ *   kept compact: the output path (TMA or direct stores) is a template parameter of the kernel, never a branch
+ *   per fragment, and the row-block loop is not unrolled (ping-pong moves row block 1 into acc[0], 64 moves).
  * - Shared memory: a ring of stages (4 of 48 KB at BN = 256, 6 of 32 KB at BN = 128, fewer if the epilogue's
  *   scratch needs the room), each A 128x64 (16 KB) + B BNx64, 128-byte swizzled as TMA writes it. K-major
  *   operands are rows of 64 k (128 B): one TMA box, descriptor SBO = 1024 (8 rows), k16 step = +32 B. MN-major
@@ -30,7 +33,7 @@
  * - Grid and order: persistent (one CTA per SM, or fewer if fewer tiles); CTA b handles tiles b, b + grid, ...
  *   Tile order is grouped along M (GE_GROUP_M tile-rows per group, M fastest inside a group) so that the CTAs in
  *   flight share A row-panels and B column-panels in L2. The producer runs up to a ring ahead, across tiles.
- *   No cluster multicast yet (the next step: it halves the operands' L2 traffic).
+ *   No cluster multicast yet (the next step: a CTA pair along M sharing each B k-block halves B's L2 reads).
  * - Accumulator layout (the wgmma D fragment): in row block r (r = c cooperative, r = 0, 1 ping-pong), consumer
  *   thread (warp w of its warpgroup, lane l) holds acc[r][4j + 2h + e] = C[m0 + 64r + 16w + l/4 + 8h]
  *   [n0 + 8j + 2(l%4) + e], j = 0..BN/8-1, h = 0..1, e = 0..1. So per row block a thread holds two rows and, per
@@ -39,7 +42,9 @@
  *   to the kernel as a __grid_constant__, so it may hold tensor maps) and hooks: prefetch(p, tile) before the
  *   tile's main loop; per row block begin(p, tile), frag(p, tile, col, float2 (&v)[2]) for j = 0..BN/8-1 (v[h] =
  *   the pair at rows tile.row[h], columns col and col + 1; tile.j = j, a compile-time constant), end(p, tile);
- *   and flush(p, tile), which one thread per consumer runs after each chunk of 32 columns. The hooks compose the
+ *   and flush(p, tile), which one thread per consumer runs after each chunk of 32 columns. Optional members:
+ *   kStageUnits, kInUnits, kVecFloats, kColPartials (shared memory the program needs), kMaxStages (a cap on the
+ *   ring), and static direct(params) for programs with GeOut outputs. The hooks compose the
  *   primitives of gemm_epilogue.cuh; the main loop never changes. Output tiles go through GeOut: frag() puts
  *   the pair into a swizzled shared staging slot (kStageUnits 4 KB units per chunk, 2 to 4 buffers), flush()
  *   issues the chunk's TMA store or fp32 add-reduce (cp.async.bulk.tensor / cp.reduce.async.bulk.tensor) without
