@@ -466,6 +466,15 @@ static void bench_norm_pattern(int M, int D) {
     printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours fused: cooperative "
            "%7.3f ms (%.3fx), ping-pong %7.3f ms (%.3fx)   rel err %.1e, %.1e\n",
            M, D, t[0], t[1], t[1] / t[0], t[2], t[2] / t[0], t[3], t[3] / t[0], err[0], err[1]);
+    /* the parts of ours (default schedule), against one bare GEMM of each */
+    const std::vector<float> u = time_each({[&](int) { cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f); },
+                                            [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, 0); },
+                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0); },
+                                            [&](int) { ge_rms_finish(part, M, D, eps, r, 0); },
+                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, 0); }});
+    printf("%6d %5d   parts: one cuBLAS GEMM %7.3f ms, ours plain %7.3f ms (%.3fx), K_res %7.3f ms (%.3fx), "
+           "r %7.3f ms, row-scaled GEMM %7.3f ms (%.3fx)\n",
+           M, D, u[0], u[1], u[1] / u[0], u[2], u[2] / u[0], u[3], u[4], u[4] / u[0]);
     fflush(stdout);
     CK(cudaFree(X)); CK(cudaFree(res)); CK(cudaFree(W1)); CK(cudaFree(W2)); CK(cudaFree(gamma));
     CK(cudaFree(T)); CK(cudaFree(H)); CK(cudaFree(Y)); CK(cudaFree(Z)); CK(cudaFree(Z2)); CK(cudaFree(part)); CK(cudaFree(r));
