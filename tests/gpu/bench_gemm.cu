@@ -84,6 +84,25 @@ static double rel_err(const T *a, const T *b, size_t n) {
     return h[1] > 0 ? sqrt(h[0] / h[1]) : sqrt(h[0]);
 }
 
+/* Random bf16 operand sets A [na], B [nb] (and R [nr], a residual, where nr > 0), as many as it takes for their A
+ * and B to pass ROTATE_BYTES (at most 16), so that rotating among them keeps each call's operands out of L2. */
+struct InputSets {
+    int n = 1;
+    std::vector<void *> A, B, R;
+    InputSets(size_t na, size_t nb, size_t nr = 0) {
+        while (n < 16 && n * (na + nb) * 2 < ROTATE_BYTES) n++;
+        for (int i = 0; i < n; i++) {
+            A.push_back(rand_bf16(na, 1.0f)), B.push_back(rand_bf16(nb, 1.0f));
+            if (nr) R.push_back(rand_bf16(nr, 1.0f));
+        }
+    }
+    ~InputSets() {
+        for (void *p : A) CK(cudaFree(p));
+        for (void *p : B) CK(cudaFree(p));
+        for (void *p : R) CK(cudaFree(p));
+    }
+};
+
 /* Medians over REPS event timings of CALLS back-to-back calls f(i), per call (ms), for each f of fs, after WARM
  * calls of each; i counts calls, for rotating input sets. The functions take turns (f0 x CALLS, f1 x CALLS, ...,
  * then again), so that the card's clock, which drifts as it heats (it is power-bound), biases none of them:
@@ -147,11 +166,9 @@ static std::vector<double> ratios;
 static void bench_shape(const Shape &s) {
     const bool f32 = s.l == GE_ATB; /* weight gradients: fp32, accumulated */
     const size_t na = (size_t)s.M * s.K, nb = (size_t)s.N * s.K, nc = (size_t)s.M * s.N;
-    const size_t set_bytes = (na + nb) * 2;
-    int nset = 1;
-    while (nset < 16 && nset * set_bytes < ROTATE_BYTES) nset++;
-    std::vector<void *> A(nset), B(nset);
-    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f);
+    const InputSets in(na, nb);
+    const auto &A = in.A, &B = in.B;
+    const int nset = in.n;
     void *C1, *C2;
     CK(cudaMalloc(&C1, nc * (f32 ? 4 : 2)));
     CK(cudaMalloc(&C2, nc * (f32 ? 4 : 2)));
@@ -180,7 +197,6 @@ static void bench_shape(const Shape &s) {
     printf("%-22s %-6s %6d %6d %6d %-9s %8.1f %8.1f %6.3f %8.1e\n", s.name, s.l == GE_ABT ? "A.B^T" : s.l == GE_AB ? "A.B" : "A^T.B",
            s.M, s.N, s.K, f32 ? "f32 +=" : "bf16", tf_ours, tf_blas, tf_ours / tf_blas, err);
     fflush(stdout);
-    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); }
     CK(cudaFree(C1));
     CK(cudaFree(C2));
 }
@@ -228,10 +244,9 @@ using ExtraTileRowPartial = EpiParts<11>;
 
 static void bench_epilogue(int M, int N, int K) {
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
-    int nset = 1;
-    while (nset < 16 && nset * (na + nb) * 2 < ROTATE_BYTES) nset++;
-    std::vector<void *> A(nset), B(nset), R(nset);
-    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f), R[i] = rand_bf16(nc, 1.0f);
+    const InputSets in(na, nb, nc);
+    const auto &A = in.A, &B = in.B, &R = in.R;
+    const int nset = in.n;
     void *C, *C2, *O;
     float *part, *gamma = const_f32(N, 1.0f);
     CK(cudaMalloc(&C, nc * 2));
@@ -267,7 +282,6 @@ static void bench_epilogue(int M, int N, int K) {
         printf("\n");
     }
     fflush(stdout);
-    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
     CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
 }
 
@@ -292,10 +306,9 @@ static void epi_variant(const char *name, int M, int N, int K, const std::vector
 
 static void bench_epilogue_variants(int M, int N, int K) {
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
-    int nset = 1;
-    while (nset < 16 && nset * (na + nb) * 2 < ROTATE_BYTES) nset++;
-    std::vector<void *> A(nset), B(nset);
-    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f);
+    const InputSets in(na, nb);
+    const auto &A = in.A, &B = in.B;
+    const int nset = in.n;
     void *C, *C2;
     float *part;
     CK(cudaMalloc(&C, nc * 2));
@@ -312,7 +325,6 @@ static void bench_epilogue_variants(int M, int N, int K) {
     epi_variant<11>("tile staged + TMA + row partial", M, N, K, A, B, nset, p);
     epi_variant<12>("tile from registers + row partial", M, N, K, A, B, nset, p);
     CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(part));
-    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); }
 }
 
 /* ---------------------------------------------------------------- 2k. K_res on ping-pong, parts left out */
@@ -365,10 +377,9 @@ struct RingCap : P {
 
 static void bench_kres_parts(int M, int N, int K) {
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
-    int nset = 1;
-    while (nset < 16 && nset * (na + nb) * 2 < ROTATE_BYTES) nset++;
-    std::vector<void *> A(nset), B(nset), R(nset);
-    for (int i = 0; i < nset; i++) A[i] = rand_bf16(na, 1.0f), B[i] = rand_bf16(nb, 1.0f), R[i] = rand_bf16(nc, 1.0f);
+    const InputSets in(na, nb, nc);
+    const auto &A = in.A, &B = in.B, &R = in.R;
+    const int nset = in.n;
     void *C, *O;
     float *part, *gamma = const_f32(N, 1.0f);
     CK(cudaMalloc(&C, nc * 2));
@@ -393,7 +404,6 @@ static void bench_kres_parts(int M, int N, int K) {
     for (size_t k = 0; k < t.size(); k++)
         printf("  %-40s %7.3f ms (%+5.1f%%)\n", what[k], t[k], 100.0 * (t[k] / t[0] - 1));
     fflush(stdout);
-    for (int i = 0; i < nset; i++) { CK(cudaFree(A[i])); CK(cudaFree(B[i])); CK(cudaFree(R[i])); }
     CK(cudaFree(C)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
 }
 
