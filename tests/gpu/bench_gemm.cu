@@ -106,7 +106,10 @@ struct InputSets {
 /* Medians over REPS event timings of CALLS back-to-back calls f(i), per call (ms), for each f of fs, after WARM
  * calls of each; i counts calls, for rotating input sets. The functions take turns (f0 x CALLS, f1 x CALLS, ...,
  * then again), so that the card's clock, which drifts as it heats (it is power-bound), biases none of them:
- * timing one after the other moved ratios by up to 10% between sections of one run. Back-to-back calls keep the
+ * timing one after the other moved ratios by up to 10% between sections of one run. The order is shuffled
+ * each round, so that no function always follows the same one: with a fixed cycle, one inherited the clock its
+ * predecessor left (after the low-power cooperative pattern, a variant read 5% faster than the same launches
+ * timed after it, at 7 ms per call). Back-to-back calls keep the
  * host's launch work (tensor maps, cuBLAS's heuristics) off the GPU's timeline, as in a training step. */
 static std::vector<float> time_each(const std::vector<std::function<void(int)>> &fs) {
     const size_t n = fs.size();
@@ -116,16 +119,24 @@ static std::vector<float> time_each(const std::vector<std::function<void(int)>> 
     for (; i < WARM; i++)
         for (auto &f : fs) f(i);
     std::vector<std::vector<float>> t(n, std::vector<float>(REPS));
+    std::vector<size_t> order(n);
+    for (size_t k = 0; k < n; k++) order[k] = k;
+    uint64_t rng = 0x9e3779b97f4a7c15ull;
     for (int r = 0; r < REPS; r++, i += CALLS) {
+        for (size_t k = n - 1; k > 0; k--) { /* a fresh order each round (Fisher-Yates, fixed seed) */
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            std::swap(order[k], order[(rng >> 33) % (k + 1)]);
+        }
         CK(cudaEventRecord(ev[0]));
-        for (size_t k = 0; k < n; k++) {
-            for (int c = 0; c < CALLS; c++) fs[k](i + c);
-            CK(cudaEventRecord(ev[k + 1]));
+        for (size_t q = 0; q < n; q++) {
+            for (int c = 0; c < CALLS; c++) fs[order[q]](i + c);
+            CK(cudaEventRecord(ev[q + 1]));
         }
         CK(cudaEventSynchronize(ev[n]));
-        for (size_t k = 0; k < n; k++) {
-            CK(cudaEventElapsedTime(&t[k][r], ev[k], ev[k + 1]));
-            t[k][r] /= CALLS;
+        for (size_t q = 0; q < n; q++) {
+            float ms;
+            CK(cudaEventElapsedTime(&ms, ev[q], ev[q + 1]));
+            t[order[q]][r] = ms / CALLS;
         }
     }
     CK(cudaGetLastError());
@@ -456,27 +467,35 @@ static void bench_norm_pattern(int M, int D) {
         residual_rmsnorm_kernel<<<M, 256>>>((const bf16 *)T, (const bf16 *)res, gamma, eps, (bf16 *)H, (bf16 *)Y, D);
         cublas_gemm(GE_ABT, Y, W2, Z, CUDA_R_16BF, M, D, D, 0.0f);
     };
-    auto fused = [&](int, int cfg) {
+    /* ours: K_res, the r kernel, the row-scaled GEMM on schedule cfg, with plain launches (the default) or PDL */
+    auto fused = [&](int, int cfg, int pdl) {
         ge_sched_override = cfg;
+        ge_pdl = pdl;
         ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0);
         ge_rms_finish(part, M, D, eps, r, 0);
         ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, 0);
         ge_sched_override = GE_CFG_AUTO;
+        ge_pdl = 0;
     };
     separate(0);
-    double err[2];
-    for (int k = 0; k < 2; k++) {
+    enum { NV = 3 };
+    const int var[NV][2] = {{GE_CFG_COOP256, 0}, {GE_CFG_PP128, 0}, {GE_CFG_PP128, 1}};
+    double err[NV];
+    for (int k = 0; k < NV; k++) {
         CK(cudaMemset(Z2, 0xFF, nx * 2)); /* NaN: an unwritten element shows */
-        fused(0, k ? GE_CFG_PP128 : GE_CFG_COOP256);
+        fused(0, var[k][0], var[k][1]);
         CK(cudaDeviceSynchronize());
         err[k] = rel_err((const bf16 *)Z2, (const bf16 *)Z, nx);
     }
-    const std::vector<float> t = time_each({bare, separate, [&](int i) { fused(i, GE_CFG_COOP256); },
-                                            [&](int i) { fused(i, GE_CFG_PP128); }});
-    printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours fused: cooperative "
-           "%7.3f ms (%.3fx), ping-pong %7.3f ms (%.3fx)   rel err %.1e, %.1e\n",
-           M, D, t[0], t[1], t[1] / t[0], t[2], t[2] / t[0], t[3], t[3] / t[0], err[0], err[1]);
-    /* the parts of ours (default schedule), against one bare GEMM of each */
+    std::vector<std::function<void(int)>> fs = {bare, separate};
+    for (int k = 0; k < NV; k++) fs.push_back([&, k](int i) { fused(i, var[k][0], var[k][1]); });
+    const std::vector<float> t = time_each(fs);
+    printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours: cooperative %7.3f ms "
+           "(%.3fx), ping-pong %7.3f ms (%.3fx); ping-pong with PDL %7.3f ms (%.3fx)   rel err",
+           M, D, t[0], t[1], t[1] / t[0], t[2], t[2] / t[0], t[3], t[3] / t[0], t[4], t[4] / t[0]);
+    for (int k = 0; k < NV; k++) printf(" %.1e", err[k]);
+    printf("\n");
+    /* the parts of ours (default schedule, plain launches), against one bare GEMM of each */
     const std::vector<float> u = time_each({[&](int) { cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f); },
                                             [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, 0); },
                                             [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0); },
@@ -541,7 +560,9 @@ int main(void) {
 
     if (strchr(sections, '3')) {
         printf("\n## 3. GEMM-residual-RMSNorm-GEMM (ratios to the two bare cuBLAS GEMMs; target <= 1.05x)\n");
-        for (int D : {2048, 4096, 8192}) bench_norm_pattern(16384, D);
+        const char *only = getenv("GE_BENCH_D"); /* one D only */
+        for (int D : {2048, 4096, 8192})
+            if (!only || atoi(only) == D) bench_norm_pattern(16384, D);
     }
     ge_sched_override = GE_CFG_AUTO;
     ge_stream_hint = 0;

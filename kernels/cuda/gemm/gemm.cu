@@ -72,6 +72,22 @@ int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N,
 
 int ge_sched_override = 0;
 int ge_stream_hint = 0;
+int ge_pdl = 0;
+
+cudaLaunchConfig_t ge_launch_config(unsigned grid, unsigned block, size_t smem, cudaStream_t stream, int pdl,
+                                    cudaLaunchAttribute *attr) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(grid);
+    cfg.blockDim = dim3(block);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    *attr = cudaLaunchAttribute{};
+    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr->val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cfg;
+}
 
 /* The plain GEMMs' configuration (GE_CFG_*), from H200 measurements over the 16 training shapes (RESULTS.md
  * section 5): ping-pong 128 x 128 (geomean 1.00-1.03x cuBLAS, against 0.94-0.95x for cooperative 128 x 256),
@@ -157,6 +173,8 @@ extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, 
 }
 
 static __global__ void ge_rms_finish_kernel(const float *part, int nparts, int M, int N, float eps, float *r) {
+    grid_dep_wait(); /* launched with PDL: K_res's partials are complete */
+    grid_dep_launch();
     const int m = blockIdx.x * blockDim.x + threadIdx.x;
     if (m >= M) return;
     float s = 0.0f;
@@ -166,8 +184,10 @@ static __global__ void ge_rms_finish_kernel(const float *part, int nparts, int M
 
 extern "C" void ge_rms_finish(const float *part, int M, int N, float eps, float *r, cudaStream_t stream) {
     if (M <= 0) return;
-    ge_rms_finish_kernel<<<(M + 255) / 256, 256, 0, stream>>>(part, ge_row_parts(N), M, N, eps, r);
-    cudaError_t e = cudaGetLastError();
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = ge_launch_config((M + 255) / 256, 256, 0, stream, ge_pdl, &attr);
+    cudaError_t e = cudaLaunchKernelEx(&cfg, ge_rms_finish_kernel, part, ge_row_parts(N), M, N, eps, r);
+    if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) ge_fail("launch of ge_rms_finish_kernel", cudaGetErrorString(e));
 }
 

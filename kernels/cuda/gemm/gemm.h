@@ -2,7 +2,9 @@
  * training needs, and the two fused programs of DESIGN §4 built on the engine (K_res and the row-scaled GEMM).
  * All matrices are row-major and packed (row stride = column count); operands bf16, accumulation fp32.
  * TMA needs every operand's row length (its contiguous dimension) to be a multiple of 8 elements and its base
- * 16-byte aligned; the launchers stop with a message otherwise. M, N, K need not be multiples of the tile. */
+ * 16-byte aligned; the launchers stop with a message otherwise. M, N, K need not be multiples of the tile.
+ * With gemm_engine.cuh's ge_pdl = 1 the kernels launch with programmatic dependent launch; they still wait for the
+ * previous kernel in the stream to complete before touching memory, so they follow any kernel safely. */
 #ifndef GEMM_ENGINE_H
 #define GEMM_ENGINE_H
 

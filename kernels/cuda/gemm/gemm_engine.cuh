@@ -57,7 +57,9 @@
  *   ge_out(ptr, M, N, ld) builds a GeOut (its map, or tma = 0 where TMA cannot describe it: then the program's
  *   direct() says so and ge_run launches the instantiation whose GeOuts store straight from registers; the
  *   path is a template parameter, never a per-fragment branch, which keeps the unrolled epilogue small enough
- *   for the instruction cache).
+ *   for the instruction cache). Launches go through cudaLaunchKernelEx, with programmatic dependent launch when
+ *   ge_pdl is set: every CTA waits (griddepcontrol.wait) before touching global memory, and its producer lets
+ *   the next kernel launch once it has issued its last loads.
  */
 #ifndef GEMM_ENGINE_CUH
 #define GEMM_ENGINE_CUH
@@ -65,6 +67,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/cuda/gemm/gemm.h"
@@ -89,6 +92,10 @@ CUtensorMap ge_tensor_map(const char *what, const void *base, uint64_t inner, ui
 int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N, long ld);
 int ge_num_sms(void);
 void ge_fail(const char *what, const char *detail);
+/* A launch of grid x block threads with smem bytes of dynamic shared memory on stream, with programmatic stream
+ * serialization if pdl (attr: its storage, which must outlive the launch call). */
+cudaLaunchConfig_t ge_launch_config(unsigned grid, unsigned block, size_t smem, cudaStream_t stream, int pdl,
+                                    cudaLaunchAttribute *attr);
 /* Configurations of the launchers in gemm.cu: tile width and schedule (see ge_kernel). ge_sched_override (tests,
  * benchmarks) forces one for the plain GEMMs; for the fused programs either cooperative one means cooperative
  * 128 x 256. 0 (default): the plain GEMMs pick by the wave count, the fused programs run ping-pong 128 x 128. */
@@ -96,6 +103,11 @@ enum { GE_CFG_AUTO = 0, GE_CFG_COOP256 = 1, GE_CFG_COOP128 = 2, GE_CFG_PP128 = 3
 extern int ge_sched_override;
 /* 1: the launchers' epilogue streams (GeOut stores, K_res's residual) use the L2 evict-first policy. */
 extern int ge_stream_hint;
+/* 1: the engine's kernels (and ge_rms_finish) launch with programmatic stream serialization (PDL): each one's
+ * CTAs start and set up as the previous kernel's CTAs exit, then wait for it to complete (griddepcontrol.wait)
+ * before they touch global memory, so any kernel may precede them. 0 (default): plain launches. On the H200,
+ * PDL made the D = 2048 pattern 1-1.5% faster but the D = 8192 one 3-9% slower (RESULTS.md section 5). */
+extern int ge_pdl;
 
 /* An output for an epilogue program's Params: through TMA where the matrix allows it, else direct stores. */
 template <class T>
@@ -199,6 +211,9 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         mbar_fence_init();
     }
     __syncthreads();
+    /* Launched with programmatic stream serialization (ge_pdl), this CTA may have started (and set up its
+     * barriers) while the previous kernel finished: wait for that kernel before touching global memory. */
+    grid_dep_wait();
 
     if (threadIdx.x < 128) {
         /* ---------------- producer warpgroup: one thread streams A and B k-blocks into the stage ring */
@@ -235,6 +250,10 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                     }
                 }
             }
+            /* All of this CTA's loads are issued: the next kernel may launch (its CTAs take SMs as this grid's
+             * exit, and wait in grid_dep_wait). Letting it launch at the start instead read 9% slower on the
+             * D = 8192 pattern in one comparison (RESULTS.md section 5, fifth step). */
+            grid_dep_launch();
         }
     } else {
         /* ---------------- consumer warpgroups: wgmma main loop, then the epilogue program */
@@ -397,9 +416,17 @@ void ge_launch(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int
     }
     const long ntiles = (long)((M + GE_BM - 1) / GE_BM) * ((N + BN - 1) / BN);
     const int grid = (int)(ntiles < ge_num_sms() ? ntiles : ge_num_sms());
-    kernel<<<grid, GE_THREADS, smem, stream>>>(tmA, tmB, M, N, K, params);
-    cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) ge_fail("launch of ge_kernel", cudaGetErrorString(e));
+    cudaLaunchAttribute attr;
+    const cudaLaunchConfig_t cfg = ge_launch_config(grid, GE_THREADS, smem, stream, ge_pdl, &attr);
+    cudaError_t e = cudaGetLastError(); /* an earlier call's error would otherwise be blamed on this launch */
+    if (e != cudaSuccess) ge_fail("an earlier CUDA call failed (found before launching ge_kernel)", cudaGetErrorString(e));
+    e = cudaLaunchKernelEx(&cfg, kernel, tmA, tmB, M, N, K, params);
+    if (e != cudaSuccess) {
+        char msg[2048];
+        snprintf(msg, sizeof msg, "%s (%d CTAs, %d bytes of shared memory, PDL %s; %s)", cudaGetErrorString(e), grid,
+                 smem, ge_pdl ? "on" : "off", __PRETTY_FUNCTION__);
+        ge_fail("launch of ge_kernel", msg);
+    }
 }
 
 /* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN, schedule SCHED. lda / ldb are the operands' row

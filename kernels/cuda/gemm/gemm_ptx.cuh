@@ -1,6 +1,6 @@
 /* gemm_ptx.cuh: the sm_90a instructions the GEMM engine is built from, as thin inline-PTX wrappers: mbarriers,
  * TMA tile loads (cp.async.bulk.tensor), wgmma shared-memory descriptors and wgmma.mma_async, setmaxnreg, named
- * barriers. Nothing here knows about tiles or epilogues. */
+ * barriers, programmatic dependent launch. Nothing here knows about tiles or epilogues. */
 #ifndef GEMM_PTX_CUH
 #define GEMM_PTX_CUH
 
@@ -197,6 +197,15 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 __device__ __forceinline__ void named_bar_sync(int id, int count) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
+
+/* ---------------------------------------------------------------- programmatic dependent launch */
+
+/* Blocks until the grid this one depends on (the previous kernel in the stream, when this one was launched with
+ * programmatic stream serialization) has completed and its memory is visible; a no-op otherwise. */
+__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+/* Lets the next kernel in the stream (if launched with programmatic stream serialization) be scheduled once
+ * every CTA of this grid has executed this (one thread of the CTA suffices) or exited. */
+__device__ __forceinline__ void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
 /* ---------------------------------------------------------------- wgmma.mma_async, generated operand lists */
 
