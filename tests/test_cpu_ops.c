@@ -39,16 +39,6 @@ static void free_all(void) {
     while (n_tracked) free(tracked[--n_tracked]);
 }
 
-static uint64_t rng_state = 0x243F6A8885A308D3ull;
-
-/* splitmix64, mapped to a double uniform in [-1, 1). */
-static double rnd(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1.0p-52 - 1.0;
-}
 
 /* offset + scale * uniform[-1, 1) */
 static float *rand_f(size_t n, double offset, double scale) {
@@ -780,6 +770,7 @@ static void test_adamw(void) {
 }
 
 int main(void) {
+    rng_state = 0x243F6A8885A308D3ull; /* this file's fixed seed */
     default_threads = omp_get_max_threads();
     test_memory();
     test_embed_norm();

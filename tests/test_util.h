@@ -4,8 +4,10 @@
 #define TEST_UTIL_H
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int test_failures = 0;
 static int test_passes = 0;
@@ -46,5 +48,31 @@ static inline int all_finite_f(const float *a, size_t n) {
         if (!isfinite(a[i])) return 0;
     return 1;
 }
+
+/* The tests' random numbers: splitmix64 on rng_state (a test may reseed it), as a double uniform in [-1, 1). */
+static uint64_t rng_state __attribute__((unused)) = 0x9E3779B97F4A7C15ull;
+static inline double rnd(void) {
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) * 0x1.0p-52 - 1.0;
+}
+
+/* fp32 -> bf16 bits, nearest with ties to even as __float2bfloat16 rounds (a NaN becomes the quiet NaN 0x7fc0),
+ * and back; bf16_round(x) is x rounded to bf16 (a NaN stays as it is). */
+static inline uint16_t bf16_bits(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float bf16_value(uint16_t b) {
+    const uint32_t u = (uint32_t)b << 16;
+    float x;
+    memcpy(&x, &u, 4);
+    return x;
+}
+static inline float bf16_round(float x) { return isnan(x) ? x : bf16_value(bf16_bits(x)); }
 
 #endif

@@ -50,24 +50,6 @@ static inline void gpu_free_all(void) {
     while (n_dev_bufs) kg->free(dev_bufs[--n_dev_bufs]);
 }
 
-/* fp32 -> nearest bf16 (ties to even) -> fp32, as __float2bfloat16 rounds. */
-static inline float bf16_round(float x) {
-    if (isnan(x)) return x;
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u = (u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
-static inline double rnd(void) { /* splitmix64 -> uniform [-1, 1) */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1.0p-52 - 1.0;
-}
 
 /* offset + scale * uniform, fp32 (for fp32 inputs: gamma, r, c, grads) */
 static inline float *rand_f(size_t n, double offset, double scale) {

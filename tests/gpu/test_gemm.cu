@@ -27,35 +27,12 @@
 
 /* ---------------------------------------------------------------- host data */
 
-static uint64_t rng_state;
-static double rnd(void) { /* splitmix64 -> uniform [-1, 1) */
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (double)(z >> 11) * 0x1.0p-52 - 1.0;
-}
-
-static uint16_t f2bf_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-static float bf2f(uint16_t b) {
-    uint32_t u = (uint32_t)b << 16;
-    float x;
-    memcpy(&x, &u, 4);
-    return x;
-}
-static float bf_round(float x) { return bf2f(f2bf_bits(x)); }
-
 /* Host values (rounded to bf16 when `bf`) of offset + scale * U[-1,1). */
 static float *rand_host(size_t n, double offset, double scale, int bf) {
     float *a = (float *)malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) {
         a[i] = (float)(offset + scale * rnd());
-        if (bf) a[i] = bf_round(a[i]);
+        if (bf) a[i] = bf16_round(a[i]);
     }
     return a;
 }
@@ -81,7 +58,7 @@ static int guards_intact(const void *p, size_t bytes) {
 }
 static void *dev_bf16(const float *h, size_t n) {
     uint16_t *t = (uint16_t *)malloc(n * 2);
-    for (size_t i = 0; i < n; i++) t[i] = f2bf_bits(h[i]);
+    for (size_t i = 0; i < n; i++) t[i] = bf16_bits(h[i]);
     void *d = dev_alloc(n * 2);
     CK(cudaMemcpy(d, t, n * 2, cudaMemcpyHostToDevice));
     free(t);
@@ -97,7 +74,7 @@ static float *get_bf16(const void *d, size_t n) {
     uint16_t *t = (uint16_t *)malloc(n * 2);
     CK(cudaMemcpy(t, d, n * 2, cudaMemcpyDeviceToHost));
     float *h = (float *)malloc(n * 4);
-    for (size_t i = 0; i < n; i++) h[i] = bf2f(t[i]);
+    for (size_t i = 0; i < n; i++) h[i] = bf16_value(t[i]);
     free(t);
     return h;
 }
