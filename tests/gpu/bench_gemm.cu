@@ -1,11 +1,12 @@
 /* bench_gemm.cu: the GEMM-epilogue engine against cuBLAS on the same GPU, in one invocation:
  * 1. the Llama-3.2-1B training GEMMs with M = 8192 tokens (forward A.B^T bf16 out, data gradient A.B bf16 out,
- *    weight gradient A^T.B fp32 accumulate) and 8192^3: TFLOP/s of each, ratio, geometric mean;
+ *    weight gradient A^T.B fp32 accumulate) and 8192^3: TFLOP/s of each, ratio, geometric mean; also in CTA pairs;
  * 2. epilogue overhead: plain vs one extra output tile + a row partial reduction, and vs the full K_res program;
  *    (sections "e" and "k", on request: the extra-tile epilogue and K_res on ping-pong split into their parts);
  * 3. GEMM-residual-RMSNorm-GEMM on 16384 rows (D = 2048, 4096, 8192): the two bare cuBLAS GEMMs, cuBLAS + simple
- *    separate kernels, and ours (K_res + r + row-scaled GEMM) on both schedules. scripts/bench_gemm_torch.py times
- *    torch.compile. GE_BENCH_SECTIONS picks sections (default "123").
+ *    separate kernels, and ours: K_res + r + row-scaled GEMM on both schedules and in CTA pairs; and with gamma
+ *    folded into the second weight (fold, K_res without O, r, row-scaled GEMM of D). scripts/bench_gemm_torch.py times
+ *    torch.compile. GE_BENCH_SECTIONS picks sections (default "123"; also "c": section 1 on cooperative 128 x 256).
  * Each time is the median of repeated cudaEvent timings after warm-up, on random data, rotating among input sets
  * where one set would fit in L2; what a table compares is timed in turns (time_each). Before timing, each product
  * is compared with cuBLAS (rel err column). */
@@ -172,7 +173,7 @@ struct Shape {
     int M, N, K;
 };
 
-static std::vector<double> ratios;
+static std::vector<double> ratios, ratios_pair; /* ours / cuBLAS: as configured, and with ge_cluster = 1 */
 
 static void bench_shape(const Shape &s) {
     const bool f32 = s.l == GE_ATB; /* weight gradients: fp32, accumulated */
@@ -190,23 +191,33 @@ static void bench_shape(const Shape &s) {
         else
             ge_gemm_bf16(s.l, A[i % nset], B[i % nset], C1, s.M, s.N, s.K, 0);
     };
+    auto paired = [&](int i) { /* ping-pong in CTA pairs sharing B (where the configuration is ping-pong) */
+        ge_cluster = 1;
+        ours(i);
+        ge_cluster = 0;
+    };
     auto theirs = [&](int i) {
         cublas_gemm(s.l, A[i % nset], B[i % nset], C2, f32 ? CUDA_R_32F : CUDA_R_16BF, s.M, s.N, s.K, f32 ? 1.0f : 0.0f);
     };
     /* correctness first: one product each from zeroed outputs */
-    CK(cudaMemset(C1, 0, nc * (f32 ? 4 : 2)));
-    CK(cudaMemset(C2, 0, nc * (f32 ? 4 : 2)));
-    ours(0), theirs(0);
-    CK(cudaDeviceSynchronize());
-    const double err = f32 ? rel_err((const float *)C1, (const float *)C2, nc) : rel_err((const bf16 *)C1, (const bf16 *)C2, nc);
+    double err[2];
+    for (int k = 0; k < 2; k++) {
+        CK(cudaMemset(C1, 0, nc * (f32 ? 4 : 2)));
+        CK(cudaMemset(C2, 0, nc * (f32 ? 4 : 2)));
+        k ? paired(0) : ours(0);
+        theirs(0);
+        CK(cudaDeviceSynchronize());
+        err[k] = f32 ? rel_err((const float *)C1, (const float *)C2, nc) : rel_err((const bf16 *)C1, (const bf16 *)C2, nc);
+    }
 
-    const std::vector<float> t = time_each({ours, theirs});
-    const float t_ours = t[0], t_blas = t[1];
+    const std::vector<float> t = time_each({ours, paired, theirs});
     const double flop = 2.0 * s.M * s.N * s.K;
-    const double tf_ours = flop / t_ours * 1e-9, tf_blas = flop / t_blas * 1e-9;
+    const double tf_ours = flop / t[0] * 1e-9, tf_pair = flop / t[1] * 1e-9, tf_blas = flop / t[2] * 1e-9;
     ratios.push_back(tf_ours / tf_blas);
-    printf("%-22s %-6s %6d %6d %6d %-9s %8.1f %8.1f %6.3f %8.1e\n", s.name, s.l == GE_ABT ? "A.B^T" : s.l == GE_AB ? "A.B" : "A^T.B",
-           s.M, s.N, s.K, f32 ? "f32 +=" : "bf16", tf_ours, tf_blas, tf_ours / tf_blas, err);
+    ratios_pair.push_back(tf_pair / tf_blas);
+    printf("%-22s %-6s %6d %6d %6d %-9s %8.1f %8.1f %8.1f %6.3f %6.3f %8.1e %8.1e\n", s.name,
+           s.l == GE_ABT ? "A.B^T" : s.l == GE_AB ? "A.B" : "A^T.B", s.M, s.N, s.K, f32 ? "f32 +=" : "bf16", tf_ours,
+           tf_pair, tf_blas, tf_ours / tf_blas, tf_pair / tf_blas, err[0], err[1]);
     fflush(stdout);
     CK(cudaFree(C1));
     CK(cudaFree(C2));
@@ -341,8 +352,8 @@ static void bench_epilogue_variants(int M, int N, int K) {
 /* ---------------------------------------------------------------- 2k. K_res on ping-pong, parts left out */
 
 /* GeResNormTma with parts left out (F bits): 1 the residual added, 2 the residual loaded (TMA into the slots;
- * without it the slots are not waited for), 4 gamma (else O = D), 8 the row partial. D is always written in place
- * of the slot and stored from there, O staged and stored. 15 = GeResNormTma. */
+ * without it the slots are not waited for), 4 gamma (else O = D), 8 the row partial; 16 leaves O out (not staged,
+ * not stored). D is always written in place of the slot and stored from there. 15 = GeResNormTma. */
 template <int F>
 struct KResTmaParts : GeEpilogue {
     static constexpr int kStageUnits = 1;
@@ -368,12 +379,12 @@ struct KResTmaParts : GeEpilogue {
         for (int h = 0; h < 2; h++) {
             const float2 d = res.put(t, h, col, (F & 1) ? ge_add(v[h], res.get(t, h, col)) : v[h]);
             if (F & 8) ss.add(t, h, col, ge_mul(d, d));
-            ge_out_put(p.O, t, 0, h, col, (F & 4) ? ge_mul(d, g) : d);
+            if (!(F & 16)) ge_out_put(p.O, t, 0, h, col, (F & 4) ? ge_mul(d, g) : d);
         }
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
         res.flush_out(p.D, t);
-        ge_out_flush(p.O, t, 0);
+        if (!(F & 16)) ge_out_flush(p.O, t, 0);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
         if (F & 8) ss.store(p.part, p.ldpart, t);
@@ -406,11 +417,12 @@ static void bench_kres_parts(int M, int N, int K) {
         [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
         [&](int i) { ge_run<RingCap<GeStore<bf16, false>, 4>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
         KRP(KResTmaParts<0>), KRP(KResTmaParts<8>), KRP(KResTmaParts<12>), KRP(KResTmaParts<2>), KRP(KResTmaParts<3>),
-        KRP(KResTmaParts<15>), KRP(GeResNormTma<128>)});
+        KRP(KResTmaParts<15>), KRP(GeResNormTma<128>), KRP(KResTmaParts<31>), KRP(GeResNorm<128>)});
 #undef KRP
     const char *what[] = {"plain (6 stages)", "plain, 4 stages", "D in place + O staged (no residual)", "  + row partial",
                           "  + row partial + gamma", "D + O + residual loads (not added)", "D + O + residual added",
-                          "all parts (= K_res)", "GeResNormTma (the program)"};
+                          "all parts (= K_res)", "GeResNormTma (the program)", "all parts but O",
+                          "GeResNorm (residual by direct loads)"};
     printf("%6d %6d %6d   ping-pong 128x128, timed in turns\n", M, N, K);
     for (size_t k = 0; k < t.size(); k++)
         printf("  %-40s %7.3f ms (%+5.1f%%)\n", what[k], t[k], 100.0 * (t[k] / t[0] - 1));
@@ -452,6 +464,8 @@ static __global__ void residual_rmsnorm_kernel(const bf16 *t, const bf16 *res, c
 static void bench_norm_pattern(int M, int D) {
     const size_t nx = (size_t)M * D, nw = (size_t)D * D;
     void *X = rand_bf16(nx, 1.0f), *res = rand_bf16(nx, 1.0f), *W1 = rand_bf16(nw, 0.02f), *W2 = rand_bf16(nw, 0.02f);
+    void *W2g; /* W2 with gamma folded in */
+    CK(cudaMalloc(&W2g, nw * 2));
     float *gamma = const_f32(D, 1.0f), *part, *r;
     void *T, *H, *Y, *Z, *Z2;
     CK(cudaMalloc(&T, nx * 2)); CK(cudaMalloc(&H, nx * 2)); CK(cudaMalloc(&Y, nx * 2));
@@ -467,45 +481,59 @@ static void bench_norm_pattern(int M, int D) {
         residual_rmsnorm_kernel<<<M, 256>>>((const bf16 *)T, (const bf16 *)res, gamma, eps, (bf16 *)H, (bf16 *)Y, D);
         cublas_gemm(GE_ABT, Y, W2, Z, CUDA_R_16BF, M, D, D, 0.0f);
     };
-    /* ours: K_res, the r kernel, the row-scaled GEMM on schedule cfg, with plain launches (the default) or PDL */
-    auto fused = [&](int, int cfg, int pdl) {
+    /* ours: K_res, the r kernel, the row-scaled GEMM on schedule cfg, with plain launches (the default) or PDL,
+     * in CTA pairs sharing B or not; or, folded: gamma folded into W2 (timed in every call, though training
+     * would fold once per optimizer step), K_res without O, r, Z = r * (H . W2g^T) */
+    auto fused = [&](int, int cfg, int pdl, int pair, int folded) {
         ge_sched_override = cfg;
         ge_pdl = pdl;
-        ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0);
+        ge_cluster = pair;
+        if (folded) {
+            ge_fold_gamma(W2, gamma, W2g, D, D, 0);
+            ge_gemm_res_rms(X, W1, res, H, part, M, D, D, 0);
+        } else {
+            ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0);
+        }
         ge_rms_finish(part, M, D, eps, r, 0);
-        ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, 0);
+        ge_gemm_rowscale(folded ? H : Y, folded ? W2g : W2, r, Z2, 0, M, D, D, 0);
         ge_sched_override = GE_CFG_AUTO;
         ge_pdl = 0;
+        ge_cluster = 0;
     };
     separate(0);
-    enum { NV = 3 };
-    const int var[NV][2] = {{GE_CFG_COOP256, 0}, {GE_CFG_PP128, 0}, {GE_CFG_PP128, 1}};
+    enum { NV = 5 };
+    const int var[NV][4] = {{GE_CFG_COOP256, 0, 0, 0}, {GE_CFG_PP128, 0, 0, 0}, {GE_CFG_PP128, 0, 1, 0},
+                            {GE_CFG_PP128, 0, 0, 1}, {GE_CFG_PP128, 1, 0, 1}};
+    const char *vname[NV] = {"cooperative", "ping-pong", "ping-pong pairs", "gamma folded", "folded with PDL"};
     double err[NV];
     for (int k = 0; k < NV; k++) {
         CK(cudaMemset(Z2, 0xFF, nx * 2)); /* NaN: an unwritten element shows */
-        fused(0, var[k][0], var[k][1]);
+        fused(0, var[k][0], var[k][1], var[k][2], var[k][3]);
         CK(cudaDeviceSynchronize());
         err[k] = rel_err((const bf16 *)Z2, (const bf16 *)Z, nx);
     }
     std::vector<std::function<void(int)>> fs = {bare, separate};
-    for (int k = 0; k < NV; k++) fs.push_back([&, k](int i) { fused(i, var[k][0], var[k][1]); });
+    for (int k = 0; k < NV; k++) fs.push_back([&, k](int i) { fused(i, var[k][0], var[k][1], var[k][2], var[k][3]); });
     const std::vector<float> t = time_each(fs);
-    printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours: cooperative %7.3f ms "
-           "(%.3fx), ping-pong %7.3f ms (%.3fx); ping-pong with PDL %7.3f ms (%.3fx)   rel err",
-           M, D, t[0], t[1], t[1] / t[0], t[2], t[2] / t[0], t[3], t[3] / t[0], t[4], t[4] / t[0]);
+    printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours:", M, D, t[0], t[1],
+           t[1] / t[0]);
+    for (int k = 0; k < NV; k++) printf("%s %s %7.3f ms (%.3fx)", k ? "," : "", vname[k], t[2 + k], t[2 + k] / t[0]);
+    printf("   rel err");
     for (int k = 0; k < NV; k++) printf(" %.1e", err[k]);
     printf("\n");
-    /* the parts of ours (default schedule, plain launches), against one bare GEMM of each */
+    /* the parts of ours (ping-pong, plain launches), against one bare GEMM */
     const std::vector<float> u = time_each({[&](int) { cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f); },
                                             [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, 0); },
                                             [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0); },
+                                            [&](int) { ge_gemm_res_rms(X, W1, res, H, part, M, D, D, 0); },
                                             [&](int) { ge_rms_finish(part, M, D, eps, r, 0); },
-                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, 0); }});
+                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, 0); },
+                                            [&](int) { ge_fold_gamma(W2, gamma, W2g, D, D, 0); }});
     printf("%6d %5d   parts: one cuBLAS GEMM %7.3f ms, ours plain %7.3f ms (%.3fx), K_res %7.3f ms (%.3fx), "
-           "r %7.3f ms, row-scaled GEMM %7.3f ms (%.3fx)\n",
-           M, D, u[0], u[1], u[1] / u[0], u[2], u[2] / u[0], u[3], u[4], u[4] / u[0]);
+           "K_res without O %7.3f ms (%.3fx), r %7.3f ms, row-scaled GEMM %7.3f ms (%.3fx), fold %7.3f ms\n",
+           M, D, u[0], u[1], u[1] / u[0], u[2], u[2] / u[0], u[3], u[3] / u[0], u[4], u[5], u[5] / u[0], u[6]);
     fflush(stdout);
-    CK(cudaFree(X)); CK(cudaFree(res)); CK(cudaFree(W1)); CK(cudaFree(W2)); CK(cudaFree(gamma));
+    CK(cudaFree(X)); CK(cudaFree(res)); CK(cudaFree(W1)); CK(cudaFree(W2)); CK(cudaFree(W2g)); CK(cudaFree(gamma));
     CK(cudaFree(T)); CK(cudaFree(H)); CK(cudaFree(Y)); CK(cudaFree(Z)); CK(cudaFree(Z2)); CK(cudaFree(part)); CK(cudaFree(r));
 }
 
@@ -527,22 +555,26 @@ int main(void) {
     for (auto &x : lin) shapes.push_back({x.name, GE_ATB, x.N, x.K, T});  /* dW += dY^T.X */
     shapes.push_back({"8192^3", GE_ABT, 8192, 8192, 8192});
 
-    /* Section 1 once per launcher configuration, then with the default (auto) choice. */
+    /* Section 1 with the default (auto) choice; section "c": the same with cooperative 128 x 256 throughout. */
     static const char *cfg_name[] = {"the default (ping-pong 128 x 128)", "cooperative 128 x 256",
                                      "cooperative 128 x 128", "ping-pong 128 x 128"};
-    const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: e, k */
+    const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: c, e, k */
     for (int cfg : {GE_CFG_COOP256, GE_CFG_AUTO}) {
-        if (!strchr(sections, '1')) break;
+        if (!strchr(sections, cfg == GE_CFG_AUTO ? '1' : 'c')) continue;
         ge_sched_override = cfg;
         ratios.clear();
-        printf("\n## 1. GEMMs: ours vs cuBLAS (TFLOP/s), %s\n", cfg_name[cfg]);
-        printf("%-22s %-6s %6s %6s %6s %-9s %8s %8s %6s %8s\n", "shape", "layout", "M", "N", "K", "out", "ours",
-               "cuBLAS", "ratio", "rel err");
+        ratios_pair.clear();
+        printf("\n## 1. GEMMs: ours vs cuBLAS (TFLOP/s), %s; \"pairs\": ping-pong in 2-CTA clusters sharing B\n",
+               cfg_name[cfg]);
+        printf("%-22s %-6s %6s %6s %6s %-9s %8s %8s %8s %6s %6s %8s %8s\n", "shape", "layout", "M", "N", "K", "out",
+               "ours", "pairs", "cuBLAS", "ratio", "pairs", "rel err", "pairs");
         for (auto &s : shapes) bench_shape(s);
-        double lg = 0, mn = 1e9;
-        for (double r : ratios) lg += log(r), mn = fmin(mn, r);
-        printf("geomean ratio %.3f over %zu shapes, min %.3f (targets: >= 0.95, none < 0.85) [%s]\n",
-               exp(lg / ratios.size()), ratios.size(), mn, cfg_name[cfg]);
+        for (auto *rs : {&ratios, &ratios_pair}) {
+            double lg = 0, mn = 1e9;
+            for (double r : *rs) lg += log(r), mn = fmin(mn, r);
+            printf("geomean ratio %.3f over %zu shapes, min %.3f (targets: >= 0.95, none < 0.85) [%s%s]\n",
+                   exp(lg / rs->size()), rs->size(), mn, cfg_name[cfg], rs == &ratios ? "" : ", pairs");
+        }
     }
     ge_sched_override = GE_CFG_AUTO;
 

@@ -201,14 +201,21 @@ static void test_plain(ge_layout l, int M, int N, int K) {
     CK(cudaDeviceSynchronize());
     float *cref_acc = get_f32(dRef, nc);
 
-    /* every configuration of the launchers: 128 x 256 and 128 x 128 cooperative, 128 x 128 ping-pong */
+    float *pp16 = (float *)malloc(nc * sizeof(float));
+    /* every configuration of the launchers: 128 x 256 and 128 x 128 cooperative, 128 x 128 ping-pong, and
+     * ping-pong in 2-CTA clusters sharing B (which runs where the tile rows pair up: the tag says which ran) */
     static const char *cfg_name[] = {"default", "coop 128x256", "coop 128x128", "ping-pong 128x128"};
-    for (int cfg = GE_CFG_COOP256; cfg <= GE_CFG_PP128; cfg++) {
+    for (int v = GE_CFG_COOP256; v <= GE_CFG_PP128 + 1; v++) {
+        const int cfg = v > GE_CFG_PP128 ? GE_CFG_PP128 : v;
         ge_sched_override = cfg;
-        ge_stream_hint = cfg == GE_CFG_PP128; /* the L2 evict-first stores too */
+        ge_cluster = v > GE_CFG_PP128;
+        ge_stream_hint = cfg == GE_CFG_PP128 && !ge_cluster; /* the L2 evict-first stores too */
+        ge_gemm_bf16(l, dA, dB, dC16, M, N, K, 0); /* which path this configuration takes */
+        CK(cudaDeviceSynchronize());
         char tag[160];
-        snprintf(tag, sizeof tag, "%s %d x %d x %d (%s%s)", lname(l), M, N, K, cfg_name[cfg],
-                 ge_stream_hint ? ", L2 hints" : "");
+        snprintf(tag, sizeof tag, "%s %d x %d x %d (%s%s%s)", lname(l), M, N, K, cfg_name[cfg],
+                 ge_stream_hint ? ", L2 hints" : "",
+                 !ge_cluster ? "" : ge_last_cluster == 2 ? ", 2-CTA pairs" : ", pairs asked, none formed");
 
         /* bf16 out */
         poison(dC16, nc * 2);
@@ -219,6 +226,11 @@ static void test_plain(ge_layout l, int M, int N, int K) {
         CHECK(all_finite(c16, nc) && guards_intact(dC16, nc * 2) && e64 < 5e-3 && eb < 5e-3,
               "plain %s bf16 out: every element written, guards intact; rel err vs fp64 %.2e, vs cuBLAS fp32 %.2e",
               tag, e64, eb);
+        /* pairs change where B comes from, not the arithmetic: the same bits as ping-pong alone */
+        if (cfg == GE_CFG_PP128 && !ge_cluster) memcpy(pp16, c16, nc * sizeof(float));
+        if (ge_cluster)
+            CHECK(memcmp(pp16, c16, nc * sizeof(float)) == 0, "plain %s bf16 out: the same bits as unpaired ping-pong",
+                  tag);
 
         /* fp32 out */
         poison(dC32, nc * 4);
@@ -245,8 +257,9 @@ static void test_plain(ge_layout l, int M, int N, int K) {
     }
     ge_sched_override = GE_CFG_AUTO;
     ge_stream_hint = 0;
+    ge_cluster = 0;
 
-    free(A), free(B), free(C0), free(ref), free(ref_acc), free(cref), free(cref_acc);
+    free(A), free(B), free(C0), free(ref), free(ref_acc), free(cref), free(cref_acc), free(pp16);
     dev_free(dA), dev_free(dB), dev_free(dC16), dev_free(dC32), dev_free(dRef);
 }
 
@@ -457,6 +470,13 @@ static void test_primitives(int M, int N, int K) {
 
 /* ---------------------------------------------------------------- the fused programs */
 
+/* The fused programs' schedule, as the launchers will run it (ge_last_cluster: as the last launch ran). */
+static const char *sched_name(void) {
+    if (ge_sched_override == GE_CFG_COOP256) return "cooperative";
+    if (!ge_cluster) return "ping-pong";
+    return ge_last_cluster == 2 ? "ping-pong, 2-CTA pairs" : "ping-pong, pairs asked, none formed";
+}
+
 /* Bytes of two device buffers equal (both copied to the host). */
 static int same_bytes(const void *a, const void *b, size_t bytes) {
     uint8_t *ha = (uint8_t *)malloc(bytes), *hb = (uint8_t *)malloc(bytes);
@@ -510,8 +530,8 @@ static void test_pdl_chain(int M, int N, int K, int N2) {
     float *z0 = get_bf16(zref[0], nz);
     CHECK(same == REPS && !same_bytes(zref[0], zref[1], nz * 2) && all_finite(z0, nz),
           "PDL: K_res -> r -> row-scaled GEMM, %d x %d x %d -> %d (%s), %d times back to back on alternating "
-          "inputs: %d of %d results equal those of plain launches bit for bit", M, N, K, N2,
-          ge_sched_override == GE_CFG_COOP256 ? "cooperative" : "ping-pong", REPS, same, REPS);
+          "inputs: %d of %d results equal those of plain launches bit for bit", M, N, K, N2, sched_name(), REPS, same,
+          REPS);
     free(z0);
     for (int i = 0; i < REPS; i++) dev_free(zrep[i]);
     for (int k = 0; k < 2; k++) dev_free(dA[k]), dev_free(dres[k]), dev_free(zref[k]);
@@ -564,7 +584,7 @@ static void test_fused(int M, int N, int K, int N2) {
     CHECK(all_finite(D, nd) && all_finite(O, nd) && all_finite(r, M) && guards_intact(dD, nd * 2) &&
               guards_intact(dO, nd * 2) && eD < 5e-3 && eO < 5e-3 && er < 1e-3,
           "fused K_res %d x %d x %d (%s): D = A.W^T + res rel err %.2e, O = D*gamma %.2e, r (from partials) %.2e", M,
-          N, K, ge_sched_override == GE_CFG_COOP256 ? "cooperative" : "ping-pong", eD, eO, er);
+          N, K, sched_name(), eD, eO, er);
 
     /* Z = rmsnorm(D) . W2^T in fp64 from the unrounded reference D */
     double *z_ref = (double *)calloc((size_t)nr * N2, sizeof(double));
@@ -589,6 +609,33 @@ static void test_fused(int M, int N, int K, int N2) {
         }
     const double eo32 = rel_err_rows(Z32, zo, rows, nr, N2), eo16 = rel_err_rows(Z16, zo, rows, nr, N2);
     CHECK(eo32 < tol32(N) && eo16 < 5e-3, "fused row-scaled GEMM alone: fp32 Z rel err %.2e, bf16 Z %.2e", eo32, eo16);
+
+    /* The same pattern with gamma folded into W2 (ping-pong only): K_res without O, then Z = r * (D . (W2*gamma)^T).
+     * D and r must be K_res's bits (the same arithmetic, O left out), the folded weight exactly bf16(W2*gamma), and
+     * Z the unfused fp64 math. */
+    if (ge_sched_override != GE_CFG_COOP256) {
+        const size_t nw2 = (size_t)N2 * N;
+        void *dWg = dev_alloc(nw2 * 2), *dD2 = dev_alloc(nd * 2), *dZf = dev_alloc((size_t)M * N2 * 2);
+        float *dpart2 = (float *)dev_alloc((size_t)M * np * 4), *dr2 = (float *)dev_alloc((size_t)M * 4);
+        poison(dWg, nw2 * 2), poison(dD2, nd * 2), poison(dZf, (size_t)M * N2 * 2);
+        poison(dpart2, (size_t)M * np * 4), poison(dr2, (size_t)M * 4);
+        ge_fold_gamma(dW2, dgamma, dWg, N2, N, 0);
+        ge_gemm_res_rms(dA, dW, dres, dD2, dpart2, M, N, K, 0);
+        ge_rms_finish(dpart2, M, N, eps, dr2, 0);
+        ge_gemm_rowscale(dD2, dWg, dr2, dZf, 0, M, N2, N, 0);
+        CK(cudaDeviceSynchronize());
+        float *Wg = get_bf16(dWg, nw2), *Zf = get_bf16(dZf, (size_t)M * N2);
+        size_t wrong = 0;
+        for (size_t i = 0; i < nw2; i++) wrong += Wg[i] != bf16_round(W2[i] * gamma[i % N]);
+        const double ezf = rel_err_rows(Zf, z_ref, rows, nr, N2);
+        CHECK(wrong == 0 && same_bytes(dD2, dD, nd * 2) && same_bytes(dr2, dr, (size_t)M * 4) &&
+                  guards_intact(dD2, nd * 2) && all_finite(Zf, (size_t)M * N2) && ezf < 1e-2,
+              "gamma folded, %d x %d x %d -> %d (%s): W2*gamma exact (%zu wrong), K_res without O gives K_res's D and "
+              "r bit for bit, Z = r*(D.(W2*gamma)^T) rel err %.2e (vs unfused fp64)",
+              M, N, K, N2, sched_name(), wrong, ezf);
+        free(Wg), free(Zf);
+        dev_free(dWg), dev_free(dD2), dev_free(dZf), dev_free(dpart2), dev_free(dr2);
+    }
 
     free(A), free(W), free(res), free(gamma), free(W2), free(D), free(O), free(r), free(Z16), free(Z32);
     free(h), free(o_ref), free(r_ref), free(z_ref), free(zo);
@@ -621,6 +668,8 @@ int main(void) {
     test_plain(GE_ABT, 1, 3, 8);
     test_plain(GE_ABT, 128, 256, 64);
     test_plain(GE_ABT, 300, 777, 8192);
+    test_plain(GE_ABT, 2000, 1000, 200); /* 16 tile rows: the clustered ping-pong runs too */
+    test_plain(GE_ABT, 200, 1000, 8192);
     /* A.B: K and N multiples of 8 */
     test_plain(GE_AB, 8191, 2040, 1000);
     test_plain(GE_AB, 1, 8, 16);
@@ -643,8 +692,16 @@ int main(void) {
     test_fused(4096, 2048, 2048, 2048);
     ge_sched_override = GE_CFG_AUTO;
     ge_stream_hint = 0;
+    ge_cluster = 1; /* ping-pong in 2-CTA clusters sharing B, also with a ragged last tile row (1001 rows) */
+    test_fused(1000, 2000, 264, 520);
+    test_fused(4096, 2048, 2048, 2048);
+    test_fused(1001, 1000, 72, 136);
+    ge_cluster = 0;
     test_pdl_chain(4096, 2048, 2048, 2048);
     test_pdl_chain(1000, 2000, 264, 520);
+    ge_cluster = 1;
+    test_pdl_chain(4096, 2048, 2048, 2048);
+    ge_cluster = 0;
     ge_sched_override = GE_CFG_COOP256;
     test_pdl_chain(4096, 2048, 2048, 2048);
     ge_sched_override = GE_CFG_AUTO;

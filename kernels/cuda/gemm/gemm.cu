@@ -1,6 +1,7 @@
 /* gemm.cu: host side of the GEMM-epilogue engine: tensor maps (cuTensorMapEncodeTiled through the runtime's
  * driver entry point, so no -lcuda), the SM count, and gemm.h's extern "C" launchers, which instantiate the
- * engine with the programs of gemm_programs.cuh; plus the tiny kernel that turns K_res's partials into r. */
+ * engine with the programs of gemm_programs.cuh; plus two tiny kernels: one turns K_res's partials into r, one
+ * folds gamma into a weight. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -73,19 +74,32 @@ int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N,
 int ge_sched_override = 0;
 int ge_stream_hint = 0;
 int ge_pdl = 0;
+int ge_cluster = 0;
+int ge_last_cluster = 0;
 
 cudaLaunchConfig_t ge_launch_config(unsigned grid, unsigned block, size_t smem, cudaStream_t stream, int pdl,
-                                    cudaLaunchAttribute *attr) {
+                                    int cluster, cudaLaunchAttribute *attr) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(grid);
     cfg.blockDim = dim3(block);
     cfg.dynamicSmemBytes = smem;
     cfg.stream = stream;
-    *attr = cudaLaunchAttribute{};
-    attr->id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr->val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = attr;
-    cfg.numAttrs = pdl ? 1 : 0;
+    cfg.numAttrs = 0;
+    if (pdl) {
+        attr[cfg.numAttrs] = cudaLaunchAttribute{};
+        attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
+        cfg.numAttrs++;
+    }
+    if (cluster > 1) {
+        attr[cfg.numAttrs] = cudaLaunchAttribute{};
+        attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
+        attr[cfg.numAttrs].val.clusterDim.x = cluster;
+        attr[cfg.numAttrs].val.clusterDim.y = 1;
+        attr[cfg.numAttrs].val.clusterDim.z = 1;
+        cfg.numAttrs++;
+    }
     return cfg;
 }
 
@@ -172,6 +186,49 @@ extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, 
         ge_run<GeResNorm<>, GE_ABT>(A, K, W, K, M, N, K, p, stream);
 }
 
+extern "C" void ge_gemm_res_rms(const void *A, const void *W, const void *res, void *D, float *part, int M, int N,
+                                int K, cudaStream_t stream) {
+    const GeResNormParams p = {ge_out((bf16 *)D, M, N, N), {}, (const bf16 *)res, nullptr, part, N, (N + 127) / 128,
+                               ge_out((bf16 *)res, M, N, N)};
+    if (M <= 0 || N <= 0) return;
+    if (!fused_pp()) /* its partials are per 128 columns: ge_row_parts would disagree */
+        ge_fail("ge_gemm_res_rms", "runs on the ping-pong schedule only (ge_sched_override asks for cooperative)");
+    if (!p.D.tma || !p.R.tma)
+        ge_fail("ge_gemm_res_rms", "D and res must be 16-byte aligned with N a multiple of 8 (TMA describes both)");
+    ge_run<GeResNormTma<128, false>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
+}
+
+/* Thread x of a block owns columns 8 x' .. 8 x' + 7 (x' = x, x + blockDim, ...: 16 bytes of a row) and keeps
+ * their gamma in registers; the blocks stride over the rows. */
+static __global__ void ge_fold_gamma_kernel(const uint4 *W, const float *gamma, uint4 *Wg, int N, int K8) {
+    for (int k8 = threadIdx.x; k8 < K8; k8 += blockDim.x) {
+        float g[8];
+#pragma unroll
+        for (int q = 0; q < 8; q++) g[q] = gamma[8 * k8 + q];
+#pragma unroll 4
+        for (int n = blockIdx.x; n < N; n += gridDim.x) {
+            uint4 w = W[(long)n * K8 + k8];
+            __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&w);
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const float2 f = __bfloat1622float2(h[q]);
+                h[q] = __floats2bfloat162_rn(f.x * g[2 * q], f.y * g[2 * q + 1]);
+            }
+            Wg[(long)n * K8 + k8] = w;
+        }
+    }
+}
+
+extern "C" void ge_fold_gamma(const void *W, const float *gamma, void *Wg, int N, int K, cudaStream_t stream) {
+    if (N <= 0 || K <= 0) return;
+    if (K % 8 != 0 || ((uintptr_t)W & 15) != 0 || ((uintptr_t)Wg & 15) != 0)
+        ge_fail("ge_fold_gamma", "W and Wg must be 16-byte aligned with K a multiple of 8 (as a GEMM operand's rows)");
+    const int K8 = K / 8, threads = K8 < 256 ? (K8 + 31) / 32 * 32 : 256, rows = 8 * ge_num_sms();
+    ge_fold_gamma_kernel<<<N < rows ? N : rows, threads, 0, stream>>>((const uint4 *)W, gamma, (uint4 *)Wg, N, K8);
+    const cudaError_t e = cudaGetLastError();
+    if (e != cudaSuccess) ge_fail("launch of ge_fold_gamma_kernel", cudaGetErrorString(e));
+}
+
 static __global__ void ge_rms_finish_kernel(const float *part, int nparts, int M, int N, float eps, float *r) {
     grid_dep_wait(); /* launched with PDL: K_res's partials are complete */
     grid_dep_launch();
@@ -184,8 +241,8 @@ static __global__ void ge_rms_finish_kernel(const float *part, int nparts, int M
 
 extern "C" void ge_rms_finish(const float *part, int M, int N, float eps, float *r, cudaStream_t stream) {
     if (M <= 0) return;
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = ge_launch_config((M + 255) / 256, 256, 0, stream, ge_pdl, &attr);
+    cudaLaunchAttribute attr[2];
+    const cudaLaunchConfig_t cfg = ge_launch_config((M + 255) / 256, 256, 0, stream, ge_pdl, 1, attr);
     cudaError_t e = cudaLaunchKernelEx(&cfg, ge_rms_finish_kernel, part, ge_row_parts(N), M, N, eps, r);
     if (e == cudaSuccess) e = cudaGetLastError();
     if (e != cudaSuccess) ge_fail("launch of ge_rms_finish_kernel", cudaGetErrorString(e));

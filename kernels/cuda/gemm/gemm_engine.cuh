@@ -33,7 +33,15 @@
  * - Grid and order: persistent (one CTA per SM, or fewer if fewer tiles); CTA b handles tiles b, b + grid, ...
  *   Tile order is grouped along M (GE_GROUP_M tile-rows per group, M fastest inside a group) so that the CTAs in
  *   flight share A row-panels and B column-panels in L2. The producer runs up to a ring ahead, across tiles.
- *   No cluster multicast yet (the next step: a CTA pair along M sharing each B k-block halves B's L2 reads).
+ * - Clusters (template parameter CL = 2, ping-pong only, when ge_cluster is set and the tile rows pair up): two
+ *   CTAs along M take the units (2 um, un), (2 um + 1, un) and share B: each loads its A and half of B's k-block,
+ *   multicast to both (.multicast::cluster), so full[s] expects the whole stage as before, and empty[s] counts
+ *   the consumer warps of both CTAs (lane 1 arrives on the other CTA's barrier, release at CTA scope: at
+ *   cluster scope the GEMMs ran 2.1-2.6x slower). The main loop then reads 25% fewer bytes from L2. Measured:
+ *   no gain on the H200 (plain GEMM geomean 1.023 -> 1.000x cuBLAS, K_res +9%), mixed on an H100 (0.898 ->
+ *   0.925x, large shapes better), so it is off by default (RESULTS.md section 5, sixth step). What multicast
+ *   does not cut is the shared-memory traffic per SM (TMA writes the whole stage into each CTA; wgmma reads
+ *   it), which at 128 x 128 tiles is what the main loop and the epilogue compete for.
  * - Accumulator layout (the wgmma D fragment): in row block r (r = c cooperative, r = 0, 1 ping-pong), consumer
  *   thread (warp w of its warpgroup, lane l) holds acc[r][4j + 2h + e] = C[m0 + 64r + 16w + l/4 + 8h]
  *   [n0 + 8j + 2(l%4) + e], j = 0..BN/8-1, h = 0..1, e = 0..1. So per row block a thread holds two rows and, per
@@ -93,9 +101,10 @@ int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N,
 int ge_num_sms(void);
 void ge_fail(const char *what, const char *detail);
 /* A launch of grid x block threads with smem bytes of dynamic shared memory on stream, with programmatic stream
- * serialization if pdl (attr: its storage, which must outlive the launch call). */
+ * serialization if pdl, in clusters of `cluster` CTAs along x if cluster > 1 (attr: storage for two attributes,
+ * which must outlive the launch call). */
 cudaLaunchConfig_t ge_launch_config(unsigned grid, unsigned block, size_t smem, cudaStream_t stream, int pdl,
-                                    cudaLaunchAttribute *attr);
+                                    int cluster, cudaLaunchAttribute *attr);
 /* Configurations of the launchers in gemm.cu: tile width and schedule (see ge_kernel). ge_sched_override (tests,
  * benchmarks) forces one for the plain GEMMs; for the fused programs either cooperative one means cooperative
  * 128 x 256. 0 (default): the plain GEMMs pick by the wave count, the fused programs run ping-pong 128 x 128. */
@@ -108,6 +117,12 @@ extern int ge_stream_hint;
  * before they touch global memory, so any kernel may precede them. 0 (default): plain launches. On the H200,
  * PDL made the D = 2048 pattern 1-1.5% faster but the D = 8192 one 3-9% slower (RESULTS.md section 5). */
 extern int ge_pdl;
+/* 1: the ping-pong kernels run in clusters of two CTAs along M that share each B k-block: each CTA loads half of
+ * it and multicasts it to both (TMA .multicast::cluster), so the main loop reads a quarter less from L2.
+ * 0 (default): no clusters; pairs measured no faster on the H200 and mixed on an H100 (RESULTS.md section 5). */
+extern int ge_cluster;
+/* The cluster size of the engine's last launch (1 or 2), for tests that must know which path ran. */
+extern int ge_last_cluster;
 
 /* An output for an epilogue program's Params: through TMA where the matrix allows it, else direct stores. */
 template <class T>
@@ -162,14 +177,15 @@ struct GeSmem {
     static_assert(kBytes <= GE_SMEM_LIMIT, "shared memory over the limit");
 };
 
-/* Tile t of the grouped order -> (tm, tn). */
-__device__ __forceinline__ void ge_tile_coords(int t, int Mt, int Nt, int &tm, int &tn) {
-    const int per_group = GE_GROUP_M * Nt;
-    const int g = t / per_group, first = g * GE_GROUP_M;
-    const int gsize = min(Mt - first, GE_GROUP_M);
-    const int r = t - g * per_group;
-    tm = first + r % gsize;
-    tn = r / gsize;
+/* Unit u of the grouped order over Mu x Nt units, `group` unit-rows per group -> (um, un). A unit is one tile, or
+ * with clusters of CL CTAs the CL tiles (CL * um + rank, un) that share a B panel. */
+__device__ __forceinline__ void ge_unit_coords(int u, int Mu, int Nt, int group, int &um, int &un) {
+    const int per_group = group * Nt;
+    const int g = u / per_group, first = g * group;
+    const int gsize = min(Mu - first, group);
+    const int r = u - g * per_group;
+    um = first + r % gsize;
+    un = r / gsize;
 }
 
 /* Schedules. GE_COOP: both consumers work on one 128 x BN tile (consumer c: rows 64c..64c+63), then both run its
@@ -178,7 +194,15 @@ __device__ __forceinline__ void ge_tile_coords(int t, int Mt, int Nt, int &tm, i
  * tensor cores busy; an mbarrier per consumer makes the two main loops alternate (see the wait below). */
 enum { GE_COOP = 0, GE_PINGPONG = 1 };
 
-template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT>
+/* A consumer warp is done reading a stage: lane 0 tells this CTA's producer, and with clusters lane 1 tells the
+ * other CTA's (whose share of B this CTA's stage also holds). */
+template <int CL>
+__device__ __forceinline__ void ge_release_stage(uint64_t *empty, int lane, uint32_t rank) {
+    if (lane == 0) mbar_arrive(empty);
+    if (CL > 1 && lane == 1) mbar_arrive_cluster(empty, rank ^ 1);
+}
+
+template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT, int CL>
 __global__ void __launch_bounds__(GE_THREADS, 1)
     ge_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, int M, int N, int K,
               const __grid_constant__ typename Program::Params params) {
@@ -186,7 +210,9 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
     constexpr int S = L::kStages;
     constexpr bool PP = SCHED == GE_PINGPONG;
     constexpr int MB = PP ? 2 : 1; /* m64 row blocks per consumer */
+    constexpr bool kFlush = L::kUnits > 0 || Program::kInUnits > 0; /* the program stores tiles by TMA */
     static_assert(!PP || (BN == 128 && !Program::kColPartials), "ping-pong: 128 x 128 tiles, no column partials");
+    static_assert(CL == 1 || CL == 2, "clusters of 1 or 2 CTAs");
     extern __shared__ uint8_t ge_smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(ge_smem_raw) + 1023) & ~uintptr_t(1023));
     uint8_t *sA = smem;
@@ -198,19 +224,31 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
     float *scratch = reinterpret_cast<float *>(smem + L::oCol);
 
     const int Mt = (M + GE_BM - 1) / GE_BM, Nt = (N + BN - 1) / BN;
-    const int ntiles = Mt * Nt, nk = (K + GE_BK - 1) / GE_BK;
+    const int nk = (K + GE_BK - 1) / GE_BK;
+    /* Work units: a unit is CL tiles stacked along M (ge_run clusters only where Mt is a multiple of CL). Cluster q
+     * (CTAs CL q .. CL q + CL - 1) takes units q, q + grid / CL, ...; its rank r, tile (CL um + r, un). */
+    const int Mu = Mt / CL, nunits = Mu * Nt;
+    const int unit0 = blockIdx.x / CL, unit_step = gridDim.x / CL;
+    /* a 1-D cluster is CL consecutive CTAs: %cluster_ctarank = blockIdx.x % CL, which (unlike reading the special
+     * register in inline asm) the compiler may recompute where it would otherwise keep it in a register */
+    const uint32_t rank = blockIdx.x % CL;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) {
             mbar_init(&full[s], 1);
-            mbar_init(&empty[s], PP ? 4 : 8); /* lane 0 of each warp of the consumer(s) reading the stage */
+            /* lane 0 of each warp of the consumer(s) reading the stage, in each CTA of the cluster: every CTA's
+             * producer writes its share of B into all of them */
+            mbar_init(&empty[s], (PP ? 4 : 8) * CL);
         }
         mbar_init(&order[0], 1);
         mbar_init(&order[1], 1);
         for (int q = 0; q < 2 * L::kInBars; q++) mbar_init(&in_full[q], 1);
         mbar_fence_init();
     }
-    __syncthreads();
+    if constexpr (CL > 1)
+        cluster_sync(); /* the other CTAs' barriers are initialized before anything signals them */
+    else
+        __syncthreads();
     /* Launched with programmatic stream serialization (ge_pdl), this CTA may have started (and set up its
      * barriers) while the previous kernel finished: wait for that kernel before touching global memory. */
     grid_dep_wait();
@@ -223,13 +261,14 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             tma_prefetch_desc(&tmB);
             int s = 0;
             uint32_t phase = 0;
-            for (int t = blockIdx.x; t < ntiles; t += gridDim.x) {
-                int tm, tn;
-                ge_tile_coords(t, Mt, Nt, tm, tn);
-                const int m0 = tm * GE_BM, n0 = tn * BN;
+            for (int u = unit0; u < nunits; u += unit_step) {
+                int um, tn;
+                ge_unit_coords(u, Mu, Nt, GE_GROUP_M / CL, um, tn);
+                const int m0 = (CL * um + (int)rank) * GE_BM, n0 = tn * BN;
                 for (int kb = 0; kb < nk; kb++) {
                     const int k0 = kb * GE_BK;
                     mbar_wait(&empty[s], phase ^ 1);
+                    /* the whole stage arrives here: this CTA's A and every CTA's share of B */
                     mbar_arrive_expect_tx(&full[s], L::kStage);
                     uint8_t *a = sA + s * L::kA, *b = sB + s * L::kB;
                     if (A_MN) {
@@ -238,7 +277,21 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                     } else {
                         tma_load_2d(a, &tmA, &full[s], k0, m0);
                     }
-                    if (B_MN) {
+                    if constexpr (CL > 1) {
+                        /* this CTA's share of B: columns n0 + rank BN / CL .. (rank + 1) BN / CL - 1, into every
+                         * CTA of the cluster (the stage holds B's columns 64 apart, 8 KB per 64, either layout) */
+                        constexpr int share = BN / CL;
+                        if (B_MN) {
+#pragma unroll
+                            for (int i = 0; i < share / 64; i++) {
+                                const int box = (int)rank * (share / 64) + i;
+                                tma_load_2d_multicast(b + box * 8192, &tmB, &full[s], n0 + 64 * box, k0, (1u << CL) - 1);
+                            }
+                        } else {
+                            tma_load_2d_multicast(b + rank * share * 128, &tmB, &full[s], k0, n0 + (int)rank * share,
+                                                  (1u << CL) - 1);
+                        }
+                    } else if (B_MN) {
 #pragma unroll
                         for (int i = 0; i < BN / 64; i++) tma_load_2d(b + i * 8192, &tmB, &full[s], n0 + 64 * i, k0);
                     } else {
@@ -297,10 +350,11 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         int buf = 0; /* GeOut staging buffer of the next chunk */
         Program prog;
 
-        /* the CTA's i-th tile (t = blockIdx.x + i * gridDim.x) is k-blocks i*nk .. i*nk + nk - 1 of the ring */
-        for (int i = PP ? c : 0, t = blockIdx.x + i * gridDim.x; t < ntiles; i += PP ? 2 : 1, t = blockIdx.x + i * gridDim.x) {
-            int tm, tn;
-            ge_tile_coords(t, Mt, Nt, tm, tn);
+        /* the CTA's i-th unit (u = unit0 + i * unit_step) is k-blocks i*nk .. i*nk + nk - 1 of the ring */
+        for (int i = PP ? c : 0, u = unit0 + i * unit_step; u < nunits; i += PP ? 2 : 1, u = unit0 + i * unit_step) {
+            int um, tn;
+            ge_unit_coords(u, Mu, Nt, GE_GROUP_M / CL, um, tn);
+            const int tm = CL * um + (int)rank;
             tile.tm = tm;
             tile.tn = tn;
             tile.m0 = tm * GE_BM;
@@ -336,7 +390,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 }
                 wgmma_commit();
                 wgmma_wait<1>();
-                if (kb > 0 && lane == 0) mbar_arrive(&empty[prev]);
+                if (kb > 0) ge_release_stage<CL>(&empty[prev], lane, rank);
                 prev = s;
                 if (++s == S) {
                     s = 0;
@@ -345,19 +399,21 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             }
             if (PP && wtid == 0) mbar_arrive(&order[c]);
             wgmma_wait<0>();
-            if (lane == 0) mbar_arrive(&empty[prev]);
+            ge_release_stage<CL>(&empty[prev], lane, rank);
 #pragma unroll
             for (int mb = 0; mb < MB; mb++)
 #pragma unroll
                 for (int i2 = 0; i2 < BN / 2; i2++) reg_fence(acc[mb][i2]);
 
             /* The epilogue, per m64 row block, in chunks of 32 columns (4 fragments). After a chunk whose
-             * program stages GeOut tiles, one thread per consumer issues the chunk's bulk stores (flush) without
-             * waiting for them; a staging buffer is written again only after its last stores have read it
-             * (kBufs - 2 may pend). The row-block loop is not unrolled: ping-pong's second row block is moved
-             * into acc[0] (64 register moves) and runs the same code, which halves the epilogue's code; an
-             * epilogue runs once per tile, so its instructions are fetched afresh each time, and a large one
-             * is fetch-bound and outlasts the other consumer's main loop (RESULTS.md section 5). */
+             * program stages GeOut tiles or writes outputs in place of GeTileInTma inputs, one thread per
+             * consumer issues the chunk's bulk stores (flush) without waiting for them; a staging buffer is
+             * written again only after its last stores have read it (kBufs - 2 may pend; input slots are
+             * reloaded only after all have, GeTileInTma::load). The row-block loop is not unrolled: ping-pong's
+             * second row block is moved into acc[0] (64 register moves) and runs the same code, which halves
+             * the epilogue's code; an epilogue runs once per tile, so its instructions are fetched afresh each
+             * time, and a large one is fetch-bound and outlasts the other consumer's main loop (RESULTS.md
+             * section 5). */
 #pragma unroll 1
             for (int mb = 0; mb < MB; mb++) {
                 tile.crow0 = tile.m0 + 64 * (PP ? mb : c);
@@ -376,15 +432,17 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                                        make_float2(acc[0][4 * j + 2], acc[0][4 * j + 3])};
                         prog.frag(params, tile, tile.col0 + 8 * j, v);
                     }
-                    if constexpr (L::kUnits > 0) {
+                    if constexpr (kFlush) {
                         fence_proxy_async_shared();
-                        if (leader) bulk_wait_read<L::kBufs - 2>();
+                        if constexpr (L::kUnits > 0) {
+                            if (leader) bulk_wait_read<L::kBufs - 2>();
+                        }
                         named_bar_sync(2 + c, 128);
                         if (leader) {
                             prog.flush(params, tile);
                             bulk_commit();
                         }
-                        buf = buf + 1 == L::kBufs ? 0 : buf + 1;
+                        if constexpr (L::kUnits > 0) buf = buf + 1 == L::kBufs ? 0 : buf + 1;
                     }
                 }
                 prog.end(params, tile);
@@ -394,37 +452,48 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 }
             }
         }
-        if constexpr (L::kUnits > 0) {
+        if constexpr (kFlush) {
             if (leader) bulk_wait<0>();
         }
     }
+    if constexpr (CL > 1) cluster_sync(); /* the other CTAs may still arrive on this one's empty barriers */
 }
 
 /* ---------------------------------------------------------------- host launch */
 
-/* Launches one instantiation of the kernel. */
-template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT>
+/* Launches one instantiation of the kernel: one CTA (or cluster of CL) per unit of work, at most as many as can be
+ * resident at once (one CTA per SM; clusters: as cudaOccupancyMaxActiveClusters says, since a cluster's CTAs
+ * must share a GPC). */
+template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT, int CL>
 void ge_launch(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int K,
                const typename Program::Params &params, cudaStream_t stream) {
     constexpr int smem = GeSmem<Program, BN, SCHED>::kBytes;
-    auto kernel = ge_kernel<Program, A_MN, B_MN, BN, SCHED, DIRECT>;
-    static bool configured = false; /* one per instantiation */
-    if (!configured) {
+    auto kernel = ge_kernel<Program, A_MN, B_MN, BN, SCHED, DIRECT, CL>;
+    cudaLaunchAttribute attr[2];
+    static int max_units = 0; /* one per instantiation: CTAs (clusters) that fit at once */
+    if (!max_units) {
         cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) ge_fail("cudaFuncSetAttribute(ge_kernel)", cudaGetErrorString(e));
-        configured = true;
+        max_units = ge_num_sms();
+        if (CL > 1) {
+            const cudaLaunchConfig_t probe = ge_launch_config(CL * ge_num_sms(), GE_THREADS, smem, stream, 0, CL, attr);
+            e = cudaOccupancyMaxActiveClusters(&max_units, kernel, &probe);
+            if (e != cudaSuccess || max_units <= 0)
+                ge_fail("cudaOccupancyMaxActiveClusters(ge_kernel)",
+                        e != cudaSuccess ? cudaGetErrorString(e) : "no cluster of this kernel fits on the GPU");
+        }
     }
-    const long ntiles = (long)((M + GE_BM - 1) / GE_BM) * ((N + BN - 1) / BN);
-    const int grid = (int)(ntiles < ge_num_sms() ? ntiles : ge_num_sms());
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t cfg = ge_launch_config(grid, GE_THREADS, smem, stream, ge_pdl, &attr);
+    const long nunits = (long)((M + GE_BM - 1) / GE_BM / CL) * ((N + BN - 1) / BN);
+    const int grid = CL * (int)(nunits < max_units ? nunits : max_units);
+    const cudaLaunchConfig_t cfg = ge_launch_config(grid, GE_THREADS, smem, stream, ge_pdl, CL, attr);
     cudaError_t e = cudaGetLastError(); /* an earlier call's error would otherwise be blamed on this launch */
     if (e != cudaSuccess) ge_fail("an earlier CUDA call failed (found before launching ge_kernel)", cudaGetErrorString(e));
     e = cudaLaunchKernelEx(&cfg, kernel, tmA, tmB, M, N, K, params);
+    ge_last_cluster = CL;
     if (e != cudaSuccess) {
         char msg[2048];
-        snprintf(msg, sizeof msg, "%s (%d CTAs, %d bytes of shared memory, PDL %s; %s)", cudaGetErrorString(e), grid,
-                 smem, ge_pdl ? "on" : "off", __PRETTY_FUNCTION__);
+        snprintf(msg, sizeof msg, "%s (%d CTAs in clusters of %d, %d bytes of shared memory, PDL %s; %s)",
+                 cudaGetErrorString(e), grid, CL, smem, ge_pdl ? "on" : "off", __PRETTY_FUNCTION__);
         ge_fail("launch of ge_kernel", msg);
     }
 }
@@ -432,7 +501,8 @@ void ge_launch(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int
 /* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN, schedule SCHED. lda / ldb are the operands' row
  * strides in elements (A is [M,K] or, for GE_ATB, [K,M]; B is [N,K] for GE_ABT, else [K,N]). Where an output
  * cannot be a TMA target (Program::direct), the direct-store instantiation runs, on the cooperative schedule
- * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). */
+ * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). Ping-pong runs in
+ * clusters of two when ge_cluster is set. */
 template <class Program, int LAYOUT, int BN = GE_BN, int SCHED = GE_COOP>
 void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int K,
             const typename Program::Params &params, cudaStream_t stream) {
@@ -441,12 +511,20 @@ void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int 
     if (K <= 0) ge_fail("ge_run", "K must be at least 1");
     const CUtensorMap tmA = A_MN ? ge_tensor_map("A (M-major)", A, M, K, lda, 64, GE_BK)
                                  : ge_tensor_map("A (K-major)", A, K, M, lda, GE_BK, GE_BM);
+    /* clusters pair tile rows 2i and 2i + 1: an even count of them */
+    const bool pair = SCHED == GE_PINGPONG && ge_cluster && !Program::direct(params) && (M + GE_BM - 1) / GE_BM % 2 == 0;
+    /* K-major B comes in boxes of BN rows, or BN / 2 with clusters (each CTA loads half of the tile's B) */
     const CUtensorMap tmB = B_MN ? ge_tensor_map("B (N-major)", B, N, K, ldb, 64, GE_BK)
-                                 : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, BN);
+                                 : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, pair ? BN / 2 : BN);
     if (Program::direct(params))
-        ge_launch<Program, A_MN, B_MN, BN, GE_COOP, true>(tmA, tmB, M, N, K, params, stream);
-    else
-        ge_launch<Program, A_MN, B_MN, BN, SCHED, false>(tmA, tmB, M, N, K, params, stream);
+        ge_launch<Program, A_MN, B_MN, BN, GE_COOP, true, 1>(tmA, tmB, M, N, K, params, stream);
+    else if constexpr (SCHED == GE_PINGPONG) {
+        if (pair)
+            ge_launch<Program, A_MN, B_MN, BN, SCHED, false, 2>(tmA, tmB, M, N, K, params, stream);
+        else
+            ge_launch<Program, A_MN, B_MN, BN, SCHED, false, 1>(tmA, tmB, M, N, K, params, stream);
+    } else
+        ge_launch<Program, A_MN, B_MN, BN, SCHED, false, 1>(tmA, tmB, M, N, K, params, stream);
 }
 
 #endif

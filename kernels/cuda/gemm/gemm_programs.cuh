@@ -70,38 +70,40 @@ struct GeResNorm : GeEpilogue {
 /* K_res for the ping-pong schedule: the residual comes in by TMA into the consumer's shared input staging before
  * the main loop (GeTileInTma: both row blocks, no registers, no ring stages; the ring drops to 4 stages), D is
  * written in place over it and stored from there; only O has GeOut staging. Needs D and R describable by TMA
- * (ge_gemm_res_norm checks). */
-template <int BN = 128>
+ * (ge_gemm_res_norm checks). WITH_O = false leaves O (and gamma) out: D and the partials only, for a next GEMM
+ * whose weight has gamma folded in (ge_gemm_res_rms); without O's staging the ring keeps 5 stages. */
+template <int BN = 128, bool WITH_O = true>
 struct GeResNormTma : GeEpilogue {
-    static constexpr int kStageUnits = 1; /* O */
+    static constexpr int kStageUnits = WITH_O ? 1 : 0; /* O */
     static constexpr int kInUnits = GeTileInTma<BN>::kUnits; /* the residual, then D */
-    static constexpr int kVecFloats = BN; /* gamma */
+    static constexpr int kVecFloats = WITH_O ? BN : 0; /* gamma */
     using Params = GeResNormParams;
-    static bool direct(const Params &p) { return !p.O.tma; } /* D and R must be TMA targets (the launcher checks) */
+    static bool direct(const Params &p) { return WITH_O && !p.O.tma; } /* D and R: TMA targets (launchers check) */
     GeRowPartial<GeSum> ss;
     GeTileInTma<BN> res;
     GeColStage<BN> gamma;
     __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
         res.load(p.R, t);
-        gamma.fetch(p.gamma, t);
+        if constexpr (WITH_O) gamma.fetch(p.gamma, t);
     }
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
         ss.reset();
-        gamma.publish(t);
+        if constexpr (WITH_O) gamma.publish(t);
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         res.wait(t);
-        const float2 g = gamma.get(t, col);
+        float2 g;
+        if constexpr (WITH_O) g = gamma.get(t, col);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const float2 d = res.put(t, h, col, ge_add(v[h], res.get(t, h, col)));
             ss.add(t, h, col, ge_mul(d, d));
-            ge_out_put(p.O, t, 0, h, col, ge_mul(d, g));
+            if constexpr (WITH_O) ge_out_put(p.O, t, 0, h, col, ge_mul(d, g));
         }
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
         res.flush_out(p.D, t);
-        ge_out_flush(p.O, t, 0);
+        if constexpr (WITH_O) ge_out_flush(p.O, t, 0);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
 };
