@@ -188,11 +188,11 @@ extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, 
 
 extern "C" void ge_gemm_res_rms(const void *A, const void *W, const void *res, void *D, float *part, int M, int N,
                                 int K, cudaStream_t stream) {
-    const GeResNormParams p = {ge_out((bf16 *)D, M, N, N), {}, (const bf16 *)res, nullptr, part, N, (N + 127) / 128,
-                               ge_out((bf16 *)res, M, N, N)};
     if (M <= 0 || N <= 0) return;
     if (!fused_pp()) /* its partials are per 128 columns: ge_row_parts would disagree */
         ge_fail("ge_gemm_res_rms", "runs on the ping-pong schedule only (ge_sched_override asks for cooperative)");
+    const GeResNormParams p = {ge_out((bf16 *)D, M, N, N), {}, (const bf16 *)res, nullptr, part, N, ge_row_parts(N),
+                               ge_out((bf16 *)res, M, N, N)};
     if (!p.D.tma || !p.R.tma)
         ge_fail("ge_gemm_res_rms", "D and res must be 16-byte aligned with N a multiple of 8 (TMA describes both)");
     ge_run<GeResNormTma<128, false>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
