@@ -5,8 +5,9 @@
  *    (sections "e" and "k", on request: the extra-tile epilogue and K_res on ping-pong split into their parts);
  * 3. GEMM-residual-RMSNorm-GEMM on 16384 rows (D = 2048, 4096, 8192): the two bare cuBLAS GEMMs, cuBLAS + simple
  *    separate kernels, and ours: K_res + r + row-scaled GEMM on both schedules and in CTA pairs; and with gamma
- *    folded into the second weight (fold, K_res without O, r, row-scaled GEMM of D). scripts/bench_gemm_torch.py times
- *    torch.compile. GE_BENCH_SECTIONS picks sections (default "123"; also "c": section 1 on cooperative 128 x 256).
+ *    folded into the second weight (fold, K_res without O, r, row-scaled GEMM of D) on either schedule or mixed. scripts/bench_gemm_torch.py times
+ *    torch.compile. GE_BENCH_SECTIONS picks sections (default "123"; also "c" and "p": section 1 on cooperative
+ *    128 x 256 or ping-pong 128 x 128 throughout).
  * Each time is the median of repeated cudaEvent timings after warm-up, on random data, rotating among input sets
  * where one set would fit in L2; what a table compares is timed in turns (time_each). Before timing, each product
  * is compared with cuBLAS (rel err column). */
@@ -191,7 +192,7 @@ static void bench_shape(const Shape &s) {
         else
             ge_gemm_bf16(s.l, A[i % nset], B[i % nset], C1, s.M, s.N, s.K, 0);
     };
-    auto paired = [&](int i) { /* ping-pong in CTA pairs sharing B (where the configuration is ping-pong) */
+    auto paired = [&](int i) { /* the same in CTA pairs sharing B (where the tile rows pair up) */
         ge_cluster = 1;
         ours(i);
         ge_cluster = 0;
@@ -260,6 +261,12 @@ struct EpiParts : GeEpilogue {
     }
 };
 
+/* A program with its ring capped at S stages. */
+template <class P, int S>
+struct RingCap : P {
+    static constexpr int kMaxStages = S;
+};
+
 /* The program of section 2's target: a second bf16 tile (a copy of D) and the row partial sum of squares. With
  * ge_out_direct outputs it is the engine's first epilogue (stores straight from registers), for comparison. */
 using ExtraTileRowPartial = EpiParts<11>;
@@ -275,32 +282,38 @@ static void bench_epilogue(int M, int N, int K) {
     CK(cudaMalloc(&C2, nc * 2));
     CK(cudaMalloc(&O, nc * 2));
     CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
-    const ExtraTileParams pc = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part, (N + 255) / 256},
-                          pp = {pc.C, pc.C2, part, (N + 127) / 128},
-                          pd = {ge_out_direct((bf16 *)C, N), ge_out_direct((bf16 *)C2, N), part, (N + 255) / 256};
+    const ExtraTileParams pc = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part, (N + 127) / 128},
+                          pp = pc, pd = {ge_out_direct((bf16 *)C, N), ge_out_direct((bf16 *)C2, N), part, (N + 127) / 128};
     auto kres = [&](int i, int cfg) {
         ge_sched_override = cfg;
         ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, 0);
         ge_sched_override = GE_CFG_AUTO;
     };
+    using Plain = GeStore<bf16, false>;
     const std::vector<float> t = time_each({
-        /* cooperative 128 x 256 */
-        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pc.C}, 0); },
+        /* cooperative 128 x 256 (as many ring stages as fit: 4 plain, 4 with the extra tile, which leaves room for
+         * 2 staging buffers per consumer) */
+        [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pc.C}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
         [&](int i) { kres(i, GE_CFG_COOP256); },
+        /* the same with the ring capped at 3 stages: 4 staging buffers for the extra tile */
+        [&](int i) { ge_run<RingCap<Plain, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pc.C}, 0); },
+        [&](int i) { ge_run<RingCap<ExtraTileRowPartial, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
         /* ping-pong 128 x 128 (row partials per 128 columns) */
-        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {pp.C}, 0); },
+        [&](int i) { ge_run<Plain, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {pp.C}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, pp, 0); },
         [&](int i) { kres(i, GE_CFG_PP128); },
         /* the first version's epilogue: stores straight from registers (cooperative) */
-        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pd.C}, 0); },
+        [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pd.C}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pd, 0); },
     });
-    const char *what[3] = {"cooperative 128x256", "ping-pong 128x128  ", "direct stores (first version's), cooperative 128x256"};
-    for (int k = 0; k < 3; k++) {
-        printf("%6d %6d %6d   %s: plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)", M, N, K, what[k], t[3 * k],
-               t[3 * k + 1], 100.0 * (t[3 * k + 1] / t[3 * k] - 1));
-        if (k < 2) printf("   K_res %7.3f ms (%+5.1f%%)", t[3 * k + 2], 100.0 * (t[3 * k + 2] / t[3 * k] - 1));
+    const struct { const char *what; int plain, extra, kres; } row[] = {
+        {"cooperative 128x256 ", 0, 1, 2}, {"cooperative, 3 stages", 3, 4, -1}, {"ping-pong 128x128    ", 5, 6, 7},
+        {"direct stores (first version's), cooperative 128x256", 8, 9, -1}};
+    for (auto &r : row) {
+        printf("%6d %6d %6d   %s: plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)", M, N, K, r.what,
+               t[r.plain], t[r.extra], 100.0 * (t[r.extra] / t[r.plain] - 1));
+        if (r.kres >= 0) printf("   K_res %7.3f ms (%+5.1f%%)", t[r.kres], 100.0 * (t[r.kres] / t[r.plain] - 1));
         printf("\n");
     }
     fflush(stdout);
@@ -391,12 +404,6 @@ struct KResTmaParts : GeEpilogue {
     }
 };
 
-/* A program with its ring capped at S stages. */
-template <class P, int S>
-struct RingCap : P {
-    static constexpr int kMaxStages = S;
-};
-
 static void bench_kres_parts(int M, int N, int K) {
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
     const InputSets in(na, nb, nc);
@@ -481,10 +488,11 @@ static void bench_norm_pattern(int M, int D) {
         residual_rmsnorm_kernel<<<M, 256>>>((const bf16 *)T, (const bf16 *)res, gamma, eps, (bf16 *)H, (bf16 *)Y, D);
         cublas_gemm(GE_ABT, Y, W2, Z, CUDA_R_16BF, M, D, D, 0.0f);
     };
-    /* ours: K_res, the r kernel, the row-scaled GEMM on schedule cfg, with plain launches (the default) or PDL,
-     * in CTA pairs sharing B or not; or, folded: gamma folded into W2 (timed in every call, though training
-     * would fold once per optimizer step), K_res without O, r, Z = r * (H . W2g^T) */
-    auto fused = [&](int, int cfg, int pdl, int pair, int folded) {
+    /* ours: K_res and the r kernel on schedule cfg (its partials' count follows it), the row-scaled GEMM on
+     * schedule zcfg, with plain launches (the default) or PDL, in CTA pairs sharing B or not; or, folded: gamma
+     * folded into W2 (timed in every call, though training would fold once per optimizer step), K_res without O,
+     * r, Z = r * (H . W2g^T) */
+    auto fused = [&](int, int cfg, int zcfg, int pdl, int pair, int folded) {
         ge_sched_override = cfg;
         ge_pdl = pdl;
         ge_cluster = pair;
@@ -495,25 +503,28 @@ static void bench_norm_pattern(int M, int D) {
             ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0);
         }
         ge_rms_finish(part, M, D, eps, r, 0);
+        ge_sched_override = zcfg;
         ge_gemm_rowscale(folded ? H : Y, folded ? W2g : W2, r, Z2, 0, M, D, D, 0);
         ge_sched_override = GE_CFG_AUTO;
         ge_pdl = 0;
         ge_cluster = 0;
     };
     separate(0);
-    enum { NV = 5 };
-    const int var[NV][4] = {{GE_CFG_COOP256, 0, 0, 0}, {GE_CFG_PP128, 0, 0, 0}, {GE_CFG_PP128, 0, 1, 0},
-                            {GE_CFG_PP128, 0, 0, 1}, {GE_CFG_PP128, 1, 0, 1}};
-    const char *vname[NV] = {"cooperative", "ping-pong", "ping-pong pairs", "gamma folded", "folded with PDL"};
+    enum { NV = 7 };
+    const int C = GE_CFG_COOP256, P = GE_CFG_PP128, A = GE_CFG_AUTO; /* A: the launchers' own choice */
+    const int var[NV][5] = {{C, C, 0, 0, 0}, {P, P, 0, 0, 0}, {P, P, 0, 1, 0}, {A, A, 0, 0, 1},
+                            {A, A, 1, 0, 1}, {P, P, 0, 0, 1}, {C, C, 0, 0, 1}};
+    const char *vname[NV] = {"cooperative", "ping-pong", "ping-pong pairs", "gamma folded (default schedule)",
+                             "folded with PDL", "folded ping-pong", "folded cooperative"};
     double err[NV];
     for (int k = 0; k < NV; k++) {
         CK(cudaMemset(Z2, 0xFF, nx * 2)); /* NaN: an unwritten element shows */
-        fused(0, var[k][0], var[k][1], var[k][2], var[k][3]);
+        fused(0, var[k][0], var[k][1], var[k][2], var[k][3], var[k][4]);
         CK(cudaDeviceSynchronize());
         err[k] = rel_err((const bf16 *)Z2, (const bf16 *)Z, nx);
     }
     std::vector<std::function<void(int)>> fs = {bare, separate};
-    for (int k = 0; k < NV; k++) fs.push_back([&, k](int i) { fused(i, var[k][0], var[k][1], var[k][2], var[k][3]); });
+    for (int k = 0; k < NV; k++) fs.push_back([&, k](int i) { fused(i, var[k][0], var[k][1], var[k][2], var[k][3], var[k][4]); });
     const std::vector<float> t = time_each(fs);
     printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours:", M, D, t[0], t[1],
            t[1] / t[0]);
@@ -521,17 +532,21 @@ static void bench_norm_pattern(int M, int D) {
     printf("   rel err");
     for (int k = 0; k < NV; k++) printf(" %.1e", err[k]);
     printf("\n");
-    /* the parts of ours (ping-pong, plain launches), against one bare GEMM */
+    /* the parts of ours (the default schedules, plain launches), against one bare GEMM */
     const std::vector<float> u = time_each({[&](int) { cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f); },
                                             [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, 0); },
                                             [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0); },
                                             [&](int) { ge_gemm_res_rms(X, W1, res, H, part, M, D, D, 0); },
                                             [&](int) { ge_rms_finish(part, M, D, eps, r, 0); },
                                             [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, 0); },
-                                            [&](int) { ge_fold_gamma(W2, gamma, W2g, D, D, 0); }});
+                                            [&](int) { ge_fold_gamma(W2, gamma, W2g, D, D, 0); },
+                                            [&](int) { ge_sched_override = C; ge_gemm_res_rms(X, W1, res, H, part, M, D, D, 0); ge_sched_override = GE_CFG_AUTO; },
+                                            [&](int) { ge_sched_override = C; ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, 0); ge_sched_override = GE_CFG_AUTO; }});
     printf("%6d %5d   parts: one cuBLAS GEMM %7.3f ms, ours plain %7.3f ms (%.3fx), K_res %7.3f ms (%.3fx), "
-           "K_res without O %7.3f ms (%.3fx), r %7.3f ms, row-scaled GEMM %7.3f ms (%.3fx), fold %7.3f ms\n",
-           M, D, u[0], u[1], u[1] / u[0], u[2], u[2] / u[0], u[3], u[3] / u[0], u[4], u[5], u[5] / u[0], u[6]);
+           "K_res without O %7.3f ms (%.3fx), r %7.3f ms, row-scaled GEMM %7.3f ms (%.3fx), fold %7.3f ms; "
+           "cooperative: K_res without O %7.3f ms (%.3fx), row-scaled GEMM %7.3f ms (%.3fx)\n",
+           M, D, u[0], u[1], u[1] / u[0], u[2], u[2] / u[0], u[3], u[3] / u[0], u[4], u[5], u[5] / u[0], u[6], u[7],
+           u[7] / u[0], u[8], u[8] / u[0]);
     fflush(stdout);
     CK(cudaFree(X)); CK(cudaFree(res)); CK(cudaFree(W1)); CK(cudaFree(W2)); CK(cudaFree(W2g)); CK(cudaFree(gamma));
     CK(cudaFree(T)); CK(cudaFree(H)); CK(cudaFree(Y)); CK(cudaFree(Z)); CK(cudaFree(Z2)); CK(cudaFree(part)); CK(cudaFree(r));
@@ -555,16 +570,17 @@ int main(void) {
     for (auto &x : lin) shapes.push_back({x.name, GE_ATB, x.N, x.K, T});  /* dW += dY^T.X */
     shapes.push_back({"8192^3", GE_ABT, 8192, 8192, 8192});
 
-    /* Section 1 with the default (auto) choice; section "c": the same with cooperative 128 x 256 throughout. */
-    static const char *cfg_name[] = {"the default (ping-pong 128 x 128)", "cooperative 128 x 256",
-                                     "cooperative 128 x 128", "ping-pong 128 x 128"};
-    const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: c, e, k */
-    for (int cfg : {GE_CFG_COOP256, GE_CFG_AUTO}) {
-        if (!strchr(sections, cfg == GE_CFG_AUTO ? '1' : 'c')) continue;
+    /* Section 1 with the default (auto) choice; sections "c" and "p": the same with cooperative 128 x 256 or
+     * ping-pong 128 x 128 throughout. */
+    static const char *cfg_name[] = {"the default (cooperative 128 x 256; ping-pong 128 x 128 where its waves fill better)",
+                                     "cooperative 128 x 256", "cooperative 128 x 128", "ping-pong 128 x 128"};
+    const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: c, p, e, k */
+    for (int cfg : {GE_CFG_COOP256, GE_CFG_PP128, GE_CFG_AUTO}) {
+        if (!strchr(sections, cfg == GE_CFG_AUTO ? '1' : cfg == GE_CFG_PP128 ? 'p' : 'c')) continue;
         ge_sched_override = cfg;
         ratios.clear();
         ratios_pair.clear();
-        printf("\n## 1. GEMMs: ours vs cuBLAS (TFLOP/s), %s; \"pairs\": ping-pong in 2-CTA clusters sharing B\n",
+        printf("\n## 1. GEMMs: ours vs cuBLAS (TFLOP/s), %s; \"pairs\": the same in 2-CTA clusters sharing B\n",
                cfg_name[cfg]);
         printf("%-22s %-6s %6s %6s %6s %-9s %8s %8s %8s %6s %6s %8s %8s\n", "shape", "layout", "M", "N", "K", "out",
                "ours", "pairs", "cuBLAS", "ratio", "pairs", "rel err", "pairs");

@@ -201,14 +201,14 @@ static void test_plain(ge_layout l, int M, int N, int K) {
     CK(cudaDeviceSynchronize());
     float *cref_acc = get_f32(dRef, nc);
 
-    float *pp16 = (float *)malloc(nc * sizeof(float));
-    /* every configuration of the launchers: 128 x 256 and 128 x 128 cooperative, 128 x 128 ping-pong, and
-     * ping-pong in 2-CTA clusters sharing B (which runs where the tile rows pair up: the tag says which ran) */
+    float *alone16 = (float *)malloc(nc * sizeof(float));
+    /* every configuration of the launchers: 128 x 256 and 128 x 128 cooperative, 128 x 128 ping-pong, each alone
+     * and in 2-CTA clusters sharing B (which run where the tile rows pair up: the tag says which ran) */
     static const char *cfg_name[] = {"default", "coop 128x256", "coop 128x128", "ping-pong 128x128"};
-    for (int v = GE_CFG_COOP256; v <= GE_CFG_PP128 + 1; v++) {
-        const int cfg = v > GE_CFG_PP128 ? GE_CFG_PP128 : v;
+    for (int v = 0; v < 6; v++) {
+        const int cfg = GE_CFG_COOP256 + v / 2;
         ge_sched_override = cfg;
-        ge_cluster = v > GE_CFG_PP128;
+        ge_cluster = v % 2;
         ge_stream_hint = cfg == GE_CFG_PP128 && !ge_cluster; /* the L2 evict-first stores too */
         ge_gemm_bf16(l, dA, dB, dC16, M, N, K, 0); /* which path this configuration takes */
         CK(cudaDeviceSynchronize());
@@ -226,11 +226,10 @@ static void test_plain(ge_layout l, int M, int N, int K) {
         CHECK(all_finite(c16, nc) && guards_intact(dC16, nc * 2) && e64 < 5e-3 && eb < 5e-3,
               "plain %s bf16 out: every element written, guards intact; rel err vs fp64 %.2e, vs cuBLAS fp32 %.2e",
               tag, e64, eb);
-        /* pairs change where B comes from, not the arithmetic: the same bits as ping-pong alone */
-        if (cfg == GE_CFG_PP128 && !ge_cluster) memcpy(pp16, c16, nc * sizeof(float));
+        /* pairs change where B comes from, not the arithmetic: the same bits as the configuration alone */
+        if (!ge_cluster) memcpy(alone16, c16, nc * sizeof(float));
         if (ge_cluster)
-            CHECK(memcmp(pp16, c16, nc * sizeof(float)) == 0, "plain %s bf16 out: the same bits as unpaired ping-pong",
-                  tag);
+            CHECK(memcmp(alone16, c16, nc * sizeof(float)) == 0, "plain %s bf16 out: the same bits as unpaired", tag);
 
         /* fp32 out */
         poison(dC32, nc * 4);
@@ -259,7 +258,7 @@ static void test_plain(ge_layout l, int M, int N, int K) {
     ge_stream_hint = 0;
     ge_cluster = 0;
 
-    free(A), free(B), free(C0), free(ref), free(ref_acc), free(cref), free(cref_acc), free(pp16);
+    free(A), free(B), free(C0), free(ref), free(ref_acc), free(cref), free(cref_acc), free(alone16);
     dev_free(dA), dev_free(dB), dev_free(dC16), dev_free(dC32), dev_free(dRef);
 }
 
@@ -305,7 +304,7 @@ struct PTile : GeEpilogue {
         }
     }
 };
-/* Primitive 4 (rows): psum[row, tn] = sum of acc over the tile's columns, pmax[row, tn] = max. */
+/* Primitive 4 (rows): psum[row, q] = sum of acc over 128-column slice q, pmax[row, q] = max. */
 struct PRowPart : GeEpilogue {
     struct Params { float *psum, *pmax; int nparts; };
     GeRowPartial<GeSum> s;
@@ -403,7 +402,7 @@ static void test_primitives(int M, int N, int K) {
         free(X), free(h1), free(h2), dev_free(dX), dev_free(d16);
     }
     { /* row partials (sum and max) */
-        const int np = (N + GE_BN - 1) / GE_BN; /* run_abt: 128 x GE_BN tiles */
+        const int np = (N + GE_PART_COLS - 1) / GE_PART_COLS; /* one per 128-column slice (run_abt: 128 x 256 tiles) */
         float *ds = (float *)dev_alloc((size_t)M * np * 4), *dm = (float *)dev_alloc((size_t)M * np * 4);
         poison(ds, (size_t)M * np * 4), poison(dm, (size_t)M * np * 4);
         run_abt<PRowPart>(dA, dB, M, N, K, {ds, dm, np});
@@ -412,7 +411,7 @@ static void test_primitives(int M, int N, int K) {
         for (int i = 0; i < nr; i++)
             for (int t = 0; t < np; t++) {
                 double s = 0, mx = -INFINITY;
-                for (int n = t * GE_BN; n < N && n < (t + 1) * GE_BN; n++) {
+                for (int n = t * GE_PART_COLS; n < N && n < (t + 1) * GE_PART_COLS; n++) {
                     s += acc[(size_t)i * N + n];
                     mx = fmax(mx, acc[(size_t)i * N + n]);
                 }
@@ -472,9 +471,10 @@ static void test_primitives(int M, int N, int K) {
 
 /* The fused programs' schedule, as the launchers will run it (ge_last_cluster: as the last launch ran). */
 static const char *sched_name(void) {
-    if (ge_sched_override == GE_CFG_COOP256) return "cooperative";
-    if (!ge_cluster) return "ping-pong";
-    return ge_last_cluster == 2 ? "ping-pong, 2-CTA pairs" : "ping-pong, pairs asked, none formed";
+    const int coop = ge_sched_override == GE_CFG_COOP256;
+    if (!ge_cluster) return coop ? "cooperative" : "ping-pong";
+    if (ge_last_cluster != 2) return coop ? "cooperative, pairs asked, none formed" : "ping-pong, pairs asked, none formed";
+    return coop ? "cooperative, 2-CTA pairs" : "ping-pong, 2-CTA pairs";
 }
 
 /* Bytes of two device buffers equal (both copied to the host). */
@@ -610,10 +610,10 @@ static void test_fused(int M, int N, int K, int N2) {
     const double eo32 = rel_err_rows(Z32, zo, rows, nr, N2), eo16 = rel_err_rows(Z16, zo, rows, nr, N2);
     CHECK(eo32 < tol32(N) && eo16 < 5e-3, "fused row-scaled GEMM alone: fp32 Z rel err %.2e, bf16 Z %.2e", eo32, eo16);
 
-    /* The same pattern with gamma folded into W2 (ping-pong only): K_res without O, then Z = r * (D . (W2*gamma)^T).
-     * D and r must be K_res's bits (the same arithmetic, O left out), the folded weight exactly bf16(W2*gamma), and
-     * Z the unfused fp64 math. */
-    if (ge_sched_override != GE_CFG_COOP256) {
+    /* The same pattern with gamma folded into W2: K_res without O, then Z = r * (D . (W2*gamma)^T). D and r must be
+     * K_res's bits (the same arithmetic, O left out), the folded weight exactly bf16(W2*gamma), and Z the unfused
+     * fp64 math. */
+    {
         const size_t nw2 = (size_t)N2 * N;
         void *dWg = dev_alloc(nw2 * 2), *dD2 = dev_alloc(nd * 2), *dZf = dev_alloc((size_t)M * N2 * 2);
         float *dpart2 = (float *)dev_alloc((size_t)M * np * 4), *dr2 = (float *)dev_alloc((size_t)M * 4);
@@ -683,9 +683,13 @@ int main(void) {
     test_primitives(300, 520, 136);
     test_primitives(1000, 777, 64);
 
-    ge_sched_override = GE_CFG_COOP256; /* the fused programs on the cooperative schedule */
+    ge_sched_override = GE_CFG_COOP256; /* the fused programs on the cooperative schedule, alone and in pairs */
     test_fused(1000, 2000, 264, 520);
     test_fused(4096, 2048, 2048, 2048);
+    ge_cluster = 1;
+    test_fused(4096, 2048, 2048, 2048);
+    test_fused(1001, 1000, 72, 136);
+    ge_cluster = 0;
     ge_sched_override = GE_CFG_AUTO; /* ping-pong (the default), with the L2 hints */
     ge_stream_hint = 1;
     test_fused(1000, 2000, 264, 520);

@@ -103,25 +103,39 @@ cudaLaunchConfig_t ge_launch_config(unsigned grid, unsigned block, size_t smem, 
     return cfg;
 }
 
-/* The plain GEMMs' configuration (GE_CFG_*), from H200 measurements over the 16 training shapes (RESULTS.md
- * section 5): ping-pong 128 x 128 (geomean 1.00-1.03x cuBLAS, against 0.94-0.95x for cooperative 128 x 256),
- * except for very deep products (K >= 32768: the LM head's data gradient, K = 128256), where the cooperative
- * 128 x 256 tile's lower L2 traffic per flop wins (0.97-0.99x against 0.84-0.94x) if its tiles fill the waves. */
-static int pick_cfg(int M, int N, int K) {
-    if (ge_sched_override >= GE_CFG_COOP256 && ge_sched_override <= GE_CFG_PP128) return ge_sched_override;
-    if (K >= 32768) {
-        const long sms = ge_num_sms(), t256 = (long)((M + GE_BM - 1) / GE_BM) * ((N + 255) / 256);
-        const long rounds = (t256 + sms - 1) / sms;
-        if ((double)t256 / (double)(rounds * sms) >= 0.9) return GE_CFG_COOP256;
-    }
-    return GE_CFG_PP128;
+/* Share of the SMs' time a schedule spends on useful tiles: M x N over (rounds x SMs x the tile area), where a round
+ * is one tile per SM (cooperative 128 x 256) or one 128 x 128 tile per SM (ping-pong: its two consumers take turns
+ * on the tensor cores, so an SM works through its tiles one after the other). */
+static double wave_fill(int M, int N, int bn) {
+    const long sms = ge_num_sms(), tiles = (long)((M + GE_BM - 1) / GE_BM) * ((N + bn - 1) / bn);
+    const long rounds = (tiles + sms - 1) / sms;
+    return (double)M * N / ((double)rounds * sms * GE_BM * bn);
 }
 
-/* The fused programs' configuration: ping-pong 128 x 128 (K_res with its residual through shared memory), unless
- * overridden to cooperative 128 x 256. Ping-pong overlaps one consumer's epilogue with the other's main loop;
- * since the epilogue's code was made compact (the output path a template parameter, the row-block loop not
- * unrolled) it wins at every D measured (RESULTS.md section 5, fourth step). */
-static int fused_pp(void) { return ge_sched_override != GE_CFG_COOP256 && ge_sched_override != GE_CFG_COOP128; }
+/* The plain GEMMs' configuration (GE_CFG_*): cooperative 128 x 256, unless its tiles fill the waves clearly worse
+ * than ping-pong's 128 x 128 ones (the QKV weight gradient, 3072 x 2048: 192 tiles for 132 SMs, 73% against 97%).
+ * The larger tile moves fewer shared-memory and L2 bytes per flop; on an H100, which runs these GEMMs at its
+ * 700 W power cap, that decided it: geomean 0.977x cuBLAS cooperative against 0.884x ping-pong over the 16
+ * training shapes (large ones 0.96-1.01x against 0.64-0.80x); this choice 0.981-0.988x. On the H200 (also at
+ * its cap when loaded for long) ping-pong reads 1.04x in short timings and this choice 1.00x, while sustained
+ * the cooperative tile is as fast (16384 x 2048 x 2048) or 5% faster (16384 x 8192 x 8192); RESULTS.md
+ * section 5, seventh step. */
+static int pick_cfg(int M, int N, int K) {
+    (void)K;
+    if (ge_sched_override >= GE_CFG_COOP256 && ge_sched_override <= GE_CFG_PP128) return ge_sched_override;
+    return wave_fill(M, N, 256) >= wave_fill(M, N, 128) - 0.05 ? GE_CFG_COOP256 : GE_CFG_PP128;
+}
+
+/* The fused programs' schedule: ping-pong 128 x 128, which overlaps one consumer's epilogue with the other's main
+ * loop, except for large products (M N K >= 2^39, e.g. 16384 x 8192 x 8192), where the cooperative 128 x 256
+ * tile's lower shared-memory and L2 traffic per flop wins at an H100's power cap (at 16384 x 8192 x 8192: K_res
+ * without O 1.02-1.05x one cuBLAS GEMM against 1.17-1.23x, the row-scaled GEMM 1.00x against 1.30x; RESULTS.md
+ * section 5, seventh step). ge_sched_override forces either. */
+static int fused_pp(int M, int N, int K) {
+    if (ge_sched_override == GE_CFG_COOP256 || ge_sched_override == GE_CFG_COOP128) return 0;
+    if (ge_sched_override == GE_CFG_PP128) return 1;
+    return (double)M * N * K < 549755813888.0; /* 2^39 */
+}
 
 int ge_num_sms(void) {
     static int n = 0;
@@ -172,15 +186,15 @@ extern "C" void ge_gemm_f32(ge_layout layout, const void *A, const void *B, floa
         run_layout<GeStore<float, false>>(layout, A, B, M, N, K, {ge_out(C, M, N, N)}, stream);
 }
 
-extern "C" int ge_row_parts(int N) { return fused_pp() ? (N + 127) / 128 : (N + GE_BN - 1) / GE_BN; }
+extern "C" int ge_row_parts(int N) { return (N + GE_PART_COLS - 1) / GE_PART_COLS; }
 
 extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
                                  float *part, int M, int N, int K, cudaStream_t stream) {
     const GeResNormParams p = {ge_out((bf16 *)D, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)res, gamma,
                                part, N, ge_row_parts(N), ge_out((bf16 *)res, M, N, N)};
-    if (fused_pp() && p.D.tma && p.R.tma) /* residual through shared memory (TMA), D in place over it */
+    if (fused_pp(M, N, K) && p.D.tma && p.R.tma) /* residual through shared memory (TMA), D in place over it */
         ge_run<GeResNormTma<128>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
-    else if (fused_pp())
+    else if (fused_pp(M, N, K))
         ge_run<GeResNorm<128>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
     else
         ge_run<GeResNorm<>, GE_ABT>(A, K, W, K, M, N, K, p, stream);
@@ -189,13 +203,14 @@ extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, 
 extern "C" void ge_gemm_res_rms(const void *A, const void *W, const void *res, void *D, float *part, int M, int N,
                                 int K, cudaStream_t stream) {
     if (M <= 0 || N <= 0) return;
-    if (!fused_pp()) /* its partials are per 128 columns: ge_row_parts would disagree */
-        ge_fail("ge_gemm_res_rms", "runs on the ping-pong schedule only (ge_sched_override asks for cooperative)");
     const GeResNormParams p = {ge_out((bf16 *)D, M, N, N), {}, (const bf16 *)res, nullptr, part, N, ge_row_parts(N),
                                ge_out((bf16 *)res, M, N, N)};
     if (!p.D.tma || !p.R.tma)
         ge_fail("ge_gemm_res_rms", "D and res must be 16-byte aligned with N a multiple of 8 (TMA describes both)");
-    ge_run<GeResNormTma<128, false>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
+    if (fused_pp(M, N, K))
+        ge_run<GeResNormTma<128, false>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
+    else
+        ge_run<GeResNormTma<GE_BN, false, 1>, GE_ABT>(A, K, W, K, M, N, K, p, stream);
 }
 
 /* Thread x of a block owns columns 8 x' .. 8 x' + 7 (x' = x, x + blockDim, ...: 16 bytes of a row) and keeps
@@ -252,13 +267,13 @@ extern "C" void ge_gemm_rowscale(const void *O, const void *W, const float *r, v
                                  int K, cudaStream_t stream) {
     if (z_f32) {
         const GeRowScale<float>::Params p = {r, ge_out((float *)Z, M, N, N)};
-        if (fused_pp())
+        if (fused_pp(M, N, K))
             ge_run<GeRowScale<float>, GE_ABT, 128, GE_PINGPONG>(O, K, W, K, M, N, K, p, stream);
         else
             ge_run<GeRowScale<float>, GE_ABT>(O, K, W, K, M, N, K, p, stream);
     } else {
         const GeRowScale<bf16>::Params p = {r, ge_out((bf16 *)Z, M, N, N)};
-        if (fused_pp())
+        if (fused_pp(M, N, K))
             ge_run<GeRowScale<bf16>, GE_ABT, 128, GE_PINGPONG>(O, K, W, K, M, N, K, p, stream);
         else
             ge_run<GeRowScale<bf16>, GE_ABT>(O, K, W, K, M, N, K, p, stream);

@@ -27,12 +27,14 @@ void ge_gemm_bf16(ge_layout layout, const void *A, const void *B, void *C, int M
 void ge_gemm_f32(ge_layout layout, const void *A, const void *B, float *C, int accumulate, int M, int N, int K,
                  cudaStream_t stream);
 
-/* K_res: D = A . W^T + res; O = D * gamma (gamma broadcast over rows); part[m, t] = sum over N-tile t of D[m,:]^2,
- * with D as stored (bf16). A [M,K], W [N,K], res/D/O [M,N] bf16, gamma [N] fp32, part [M, ge_row_parts(N)] fp32. */
+/* K_res: D = A . W^T + res; O = D * gamma (gamma broadcast over rows); part[m, t] = sum over columns
+ * 128 t .. 128 t + 127 of D[m,:]^2, with D as stored (bf16). A [M,K], W [N,K], res/D/O [M,N] bf16, gamma [N] fp32,
+ * part [M, ge_row_parts(N)] fp32. */
 void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
                       float *part, int M, int N, int K, cudaStream_t stream);
 
-/* K_res without the second output: D = A . W^T + res; part[m, t] = sum over N-tile t of D[m,:]^2 (D as stored).
+/* K_res without the second output: D = A . W^T + res; part[m, t] = sum over columns 128 t .. 128 t + 127 of
+ * D[m,:]^2 (D as stored).
  * For a next GEMM that takes gamma folded into its weight (ge_fold_gamma): r * ((D * gamma) . W2^T) =
  * r * (D . (W2 * gamma)^T), so O need not be written, and backward needs D (the residual stream, kept anyway), not O.
  * Needs N a multiple of 8 (D is the next GEMM's K-major operand) and 16-byte aligned res and D. */
@@ -43,7 +45,8 @@ void ge_gemm_res_rms(const void *A, const void *W, const void *res, void *D, flo
  * columns, for ge_gemm_res_rms's next GEMM. K a multiple of 8, W and Wg 16-byte aligned. */
 void ge_fold_gamma(const void *W, const float *gamma, void *Wg, int N, int K, cudaStream_t stream);
 
-/* Partials per row that a row-partial program writes for an output of N columns (one per N-tile). */
+/* Partials per row that a row-partial program writes for an output of N columns: one per 128 columns, on either
+ * schedule. */
 int ge_row_parts(int N);
 
 /* r[m] = rsqrt(sum_t part[m, t] / N + eps): the RMSNorm row scale from K_res's partials. */

@@ -11,9 +11,14 @@
  *   wgmma.m64nBNk16 each; both then run the tile's epilogue while the tensor cores idle.
  *   GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's tiles c, c + 2, ...): per k16 step two
  *   wgmma.m64n128k16 (row blocks 0 and 1); an mbarrier pair makes the two consumers' main loops alternate, so one
- *   consumer's epilogue runs while the other's main loop keeps the tensor cores busy. The plain GEMMs run
- *   ping-pong except for very deep K (gemm.cu's pick_cfg); so do the fused programs (K_res brings its residual
- *   through shared memory with GeTileInTma). For the overlap to hold, an epilogue must take less time than a
+ *   consumer's epilogue runs while the other's main loop keeps the tensor cores busy. Which one runs
+ *   (gemm.cu's pick_cfg, fused_pp): under sustained load both the H100 and the H200 run these GEMMs at their
+ *   700 W power cap, so work per joule decides, and the cooperative 128 x 256 tile moves fewer shared-memory
+ *   and L2 bytes per flop (at full tensor rate about 80 + 48 B/clk of wgmma reads and TMA writes per SM,
+ *   against 96 + 64 for 128 x 128 tiles). So the plain GEMMs run cooperative 128 x 256 unless its tiles fill
+ *   the waves clearly worse; the fused programs run ping-pong, whose overlapped epilogue wins for products up
+ *   to M N K = 2^39, and cooperative above (K_res brings its residual through shared memory with GeTileInTma
+ *   on either). For the overlap to hold, an epilogue must take less time than a
  *   main loop, and an epilogue runs once per tile, its instructions fetched afresh each time: a large one is
  *   fetch-bound (ncu: "no instruction" stalls 9% -> 29% when an extra output doubled the code). So its code is
  *   kept compact: the output path (TMA or direct stores) is a template parameter of the kernel, never a branch
@@ -33,13 +38,14 @@
  * - Grid and order: persistent (one CTA per SM, or fewer if fewer tiles); CTA b handles tiles b, b + grid, ...
  *   Tile order is grouped along M (GE_GROUP_M tile-rows per group, M fastest inside a group) so that the CTAs in
  *   flight share A row-panels and B column-panels in L2. The producer runs up to a ring ahead, across tiles.
- * - Clusters (template parameter CL = 2, ping-pong only, when ge_cluster is set and the tile rows pair up): two
+ * - Clusters (template parameter CL = 2, either schedule, when ge_cluster is set and the tile rows pair up): two
  *   CTAs along M take the units (2 um, un), (2 um + 1, un) and share B: each loads its A and half of B's k-block,
  *   multicast to both (.multicast::cluster), so full[s] expects the whole stage as before, and empty[s] counts
  *   the consumer warps of both CTAs (lane 1 arrives on the other CTA's barrier, release at CTA scope: at
  *   cluster scope the GEMMs ran 2.1-2.6x slower). The main loop then reads 25% fewer bytes from L2. Measured:
- *   no gain on the H200 (plain GEMM geomean 1.023 -> 1.000x cuBLAS, K_res +9%), mixed on an H100 (0.898 ->
- *   0.925x, large shapes better), so it is off by default (RESULTS.md section 5, sixth step). What multicast
+ *   no gain on the H200 (ping-pong geomean 1.023 -> 1.000x cuBLAS, K_res +9%), mixed on an H100 (0.898 ->
+ *   0.925x, large shapes better); cooperative 128 x 256 in pairs read 0.977 -> 0.965x (H100) and 0.977 ->
+ *   0.968x (H200); so it is off by default (RESULTS.md section 5, sixth and seventh steps). What multicast
  *   does not cut is the shared-memory traffic per SM (TMA writes the whole stage into each CTA; wgmma reads
  *   it), which at 128 x 128 tiles is what the main loop and the epilogue compete for.
  * - Accumulator layout (the wgmma D fragment): in row block r (r = c cooperative, r = 0, 1 ping-pong), consumer
@@ -117,8 +123,8 @@ extern int ge_stream_hint;
  * before they touch global memory, so any kernel may precede them. 0 (default): plain launches. On the H200,
  * PDL made the D = 2048 pattern 1-1.5% faster but the D = 8192 one 3-9% slower (RESULTS.md section 5). */
 extern int ge_pdl;
-/* 1: the ping-pong kernels run in clusters of two CTAs along M that share each B k-block: each CTA loads half of
- * it and multicasts it to both (TMA .multicast::cluster), so the main loop reads a quarter less from L2.
+/* 1: the kernels run in clusters of two CTAs along M that share each B k-block: each CTA loads half of it and
+ * multicasts it to both (TMA .multicast::cluster), so the main loop reads a quarter less from L2.
  * 0 (default): no clusters; pairs measured no faster on the H200 and mixed on an H100 (RESULTS.md section 5). */
 extern int ge_cluster;
 /* The cluster size of the engine's last launch (1 or 2), for tests that must know which path ran. */
@@ -501,8 +507,8 @@ void ge_launch(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int
 /* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN, schedule SCHED. lda / ldb are the operands' row
  * strides in elements (A is [M,K] or, for GE_ATB, [K,M]; B is [N,K] for GE_ABT, else [K,N]). Where an output
  * cannot be a TMA target (Program::direct), the direct-store instantiation runs, on the cooperative schedule
- * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). Ping-pong runs in
- * clusters of two when ge_cluster is set. */
+ * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). Either schedule runs in
+ * clusters of two when ge_cluster is set and the tile rows pair up. */
 template <class Program, int LAYOUT, int BN = GE_BN, int SCHED = GE_COOP>
 void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int K,
             const typename Program::Params &params, cudaStream_t stream) {
@@ -512,18 +518,15 @@ void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int 
     const CUtensorMap tmA = A_MN ? ge_tensor_map("A (M-major)", A, M, K, lda, 64, GE_BK)
                                  : ge_tensor_map("A (K-major)", A, K, M, lda, GE_BK, GE_BM);
     /* clusters pair tile rows 2i and 2i + 1: an even count of them */
-    const bool pair = SCHED == GE_PINGPONG && ge_cluster && !Program::direct(params) && (M + GE_BM - 1) / GE_BM % 2 == 0;
+    const bool pair = ge_cluster && !Program::direct(params) && (M + GE_BM - 1) / GE_BM % 2 == 0;
     /* K-major B comes in boxes of BN rows, or BN / 2 with clusters (each CTA loads half of the tile's B) */
     const CUtensorMap tmB = B_MN ? ge_tensor_map("B (N-major)", B, N, K, ldb, 64, GE_BK)
                                  : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, pair ? BN / 2 : BN);
     if (Program::direct(params))
         ge_launch<Program, A_MN, B_MN, BN, GE_COOP, true, 1>(tmA, tmB, M, N, K, params, stream);
-    else if constexpr (SCHED == GE_PINGPONG) {
-        if (pair)
-            ge_launch<Program, A_MN, B_MN, BN, SCHED, false, 2>(tmA, tmB, M, N, K, params, stream);
-        else
-            ge_launch<Program, A_MN, B_MN, BN, SCHED, false, 1>(tmA, tmB, M, N, K, params, stream);
-    } else
+    else if (pair)
+        ge_launch<Program, A_MN, B_MN, BN, SCHED, false, 2>(tmA, tmB, M, N, K, params, stream);
+    else
         ge_launch<Program, A_MN, B_MN, BN, SCHED, false, 1>(tmA, tmB, M, N, K, params, stream);
 }
 

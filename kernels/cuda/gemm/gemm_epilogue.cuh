@@ -3,8 +3,8 @@
  *   1. maps:        plain arithmetic on float2 pairs; helpers ge_add/ge_mul/ge_scale, ge_rotate (RoPE), ge_silu_mul;
  *   2. broadcasts:  ge_row_vec (one value per row), ge_col_vec (a pair of per-column values);
  *   3. tiles:       ge_load / ge_store of an extra [rows, cols] matrix at the fragment's position (bf16 or fp32);
- *   4. reductions:  GeRowPartial<Op> (per row, over the tile's columns) and ge_col_partial_add/_store (per column,
- *                   over the tile's rows), written as one partial per (row, N-tile) or (M-tile, column);
+ *   4. reductions:  GeRowPartial<Op> (per row, over 128-column slices of the tile) and ge_col_partial_add/_store
+ *                   (per column, over the tile's rows), written as one partial per (row, slice) or (M-tile, column);
  *   5. accumulate:  ge_accum (out += value, fp32 or bf16 out).
  * Output tiles go fastest through GeOut (3 and 5 through shared memory and TMA, asynchronous: the consumers do not
  * wait for global memory), and input tiles through GeTileIn (the whole tile's loads in flight at once, after an
@@ -150,24 +150,34 @@ struct GeMax {
     static __device__ __forceinline__ float combine(float a, float b) { return fmaxf(a, b); }
 };
 
-/* Per-row partial over the tile's columns: add() the fragments' values (columns >= N are skipped), then store()
- * writes part[row * ld + tn] for each valid row (the 4 threads of a row combine by shuffles; one writes). */
+/* Per-row partial over 128-column slices (GE_PART_COLS), whatever the tile width, so that the partials' layout
+ * does not depend on the schedule: add() the fragments' values (columns >= N are skipped; fragment j of a 256-wide
+ * tile falls in slice j / 16), then store() writes part[row * ld + n0 / 128 + q] for each valid row and each of the
+ * tile's slices q that starts inside N (the 4 threads of a row combine by shuffles; one writes). */
+#define GE_PART_COLS 128
 template <class Op>
 struct GeRowPartial {
-    float v[2];
-    __device__ __forceinline__ void reset() { v[0] = v[1] = Op::identity(); }
+    float v[2][2]; /* [slice][h] */
+    __device__ __forceinline__ void reset() {
+#pragma unroll
+        for (int q = 0; q < 2; q++) v[q][0] = v[q][1] = Op::identity();
+    }
     __device__ __forceinline__ void add(const GeTile &t, int h, int col, float2 x) {
-        const int nv = ge_pair_valid(col, t.N);
-        if (nv > 0) v[h] = Op::combine(v[h], x.x);
-        if (nv > 1) v[h] = Op::combine(v[h], x.y);
+        const int q = t.j / (GE_PART_COLS / 8), nv = ge_pair_valid(col, t.N);
+        if (nv > 0) v[q][h] = Op::combine(v[q][h], x.x);
+        if (nv > 1) v[q][h] = Op::combine(v[q][h], x.y);
     }
     __device__ __forceinline__ void store(float *part, long ld, const GeTile &t) const {
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float x = v[h];
-            x = Op::combine(x, __shfl_xor_sync(0xffffffffu, x, 1));
-            x = Op::combine(x, __shfl_xor_sync(0xffffffffu, x, 2));
-            if ((t.lane & 3) == 0 && t.row[h] < t.M) part[(long)t.row[h] * ld + t.tn] = x;
+        for (int q = 0; q < 2; q++) {
+            if (q * GE_PART_COLS >= t.bn || t.n0 + q * GE_PART_COLS >= t.N) break;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float x = v[q][h];
+                x = Op::combine(x, __shfl_xor_sync(0xffffffffu, x, 1));
+                x = Op::combine(x, __shfl_xor_sync(0xffffffffu, x, 2));
+                if ((t.lane & 3) == 0 && t.row[h] < t.M) part[(long)t.row[h] * ld + t.n0 / GE_PART_COLS + q] = x;
+            }
         }
     }
 };

@@ -67,20 +67,21 @@ struct GeResNorm : GeEpilogue {
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
 };
 
-/* K_res for the ping-pong schedule: the residual comes in by TMA into the consumer's shared input staging before
- * the main loop (GeTileInTma: both row blocks, no registers, no ring stages; the ring drops to 4 stages), D is
- * written in place over it and stored from there; only O has GeOut staging. Needs D and R describable by TMA
- * (ge_gemm_res_norm checks). WITH_O = false leaves O (and gamma) out: D and the partials only, for a next GEMM
- * whose weight has gamma folded in (ge_gemm_res_rms); without O's staging the ring keeps 5 stages. */
-template <int BN = 128, bool WITH_O = true>
+/* K_res with the residual brought in by TMA into the consumer's shared input staging before the main loop
+ * (GeTileInTma: the consumer's BLOCKS row blocks, 2 on ping-pong, 1 cooperative; no registers, no ring stages;
+ * the ping-pong ring drops to 4 stages), D is written in place over it and stored from there; only O has GeOut
+ * staging. Needs D and R describable by TMA (the launchers check). WITH_O = false leaves O (and gamma) out: D and
+ * the partials only, for a next GEMM whose weight has gamma folded in (ge_gemm_res_rms); without O's staging the
+ * ping-pong ring keeps 5 stages, the cooperative 128 x 256 one 3. */
+template <int BN = 128, bool WITH_O = true, int BLOCKS = 2>
 struct GeResNormTma : GeEpilogue {
     static constexpr int kStageUnits = WITH_O ? 1 : 0; /* O */
-    static constexpr int kInUnits = GeTileInTma<BN>::kUnits; /* the residual, then D */
+    static constexpr int kInUnits = GeTileInTma<BN, BLOCKS>::kUnits; /* the residual, then D */
     static constexpr int kVecFloats = WITH_O ? BN : 0; /* gamma */
     using Params = GeResNormParams;
     static bool direct(const Params &p) { return WITH_O && !p.O.tma; } /* D and R: TMA targets (launchers check) */
     GeRowPartial<GeSum> ss;
-    GeTileInTma<BN> res;
+    GeTileInTma<BN, BLOCKS> res;
     GeColStage<BN> gamma;
     __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
         res.load(p.R, t);
