@@ -120,8 +120,7 @@ static double wave_fill(int M, int N, int bn) {
  * its cap when loaded for long) ping-pong reads 1.04x in short timings and this choice 1.00x, while sustained
  * the cooperative tile is as fast (16384 x 2048 x 2048) or 5% faster (16384 x 8192 x 8192); RESULTS.md
  * section 5, seventh step. */
-static int pick_cfg(int M, int N, int K) {
-    (void)K;
+static int pick_cfg(int M, int N) {
     if (ge_sched_override >= GE_CFG_COOP256 && ge_sched_override <= GE_CFG_PP128) return ge_sched_override;
     return wave_fill(M, N, 256) >= wave_fill(M, N, 128) - 0.05 ? GE_CFG_COOP256 : GE_CFG_PP128;
 }
@@ -166,7 +165,7 @@ static void run_layout_cfg(ge_layout l, const void *A, const void *B, int M, int
 template <class Program>
 static void run_layout(ge_layout l, const void *A, const void *B, int M, int N, int K,
                        const typename Program::Params &p, cudaStream_t s) {
-    switch (pick_cfg(M, N, K)) {
+    switch (pick_cfg(M, N)) {
     case GE_CFG_COOP128: run_layout_cfg<Program, 128, GE_COOP>(l, A, B, M, N, K, p, s); break;
     case GE_CFG_PP128: run_layout_cfg<Program, 128, GE_PINGPONG>(l, A, B, M, N, K, p, s); break;
     default: run_layout_cfg<Program, 256, GE_COOP>(l, A, B, M, N, K, p, s); break;
