@@ -683,24 +683,17 @@ int main(void) {
     test_primitives(300, 520, 136);
     test_primitives(1000, 777, 64);
 
-    ge_sched_override = GE_CFG_COOP256; /* the fused programs on the cooperative schedule, alone and in pairs */
-    test_fused(1000, 2000, 264, 520);
-    test_fused(4096, 2048, 2048, 2048);
-    ge_cluster = 1;
-    test_fused(4096, 2048, 2048, 2048);
-    test_fused(1001, 1000, 72, 136);
-    ge_cluster = 0;
-    ge_sched_override = GE_CFG_AUTO; /* ping-pong (the default), with the L2 hints */
-    ge_stream_hint = 1;
-    test_fused(1000, 2000, 264, 520);
-    test_fused(4096, 2048, 2048, 2048);
-    ge_sched_override = GE_CFG_AUTO;
-    ge_stream_hint = 0;
-    ge_cluster = 1; /* ping-pong in 2-CTA clusters sharing B, also with a ragged last tile row (1001 rows) */
-    test_fused(1000, 2000, 264, 520);
-    test_fused(4096, 2048, 2048, 2048);
-    test_fused(1001, 1000, 72, 136);
-    ge_cluster = 0;
+    /* The fused programs on each schedule (AUTO: ping-pong at these sizes), alone and in 2-CTA clusters sharing B,
+     * ping-pong alone also with the L2 hints; on three shapes, one with a ragged last tile row (1001 rows). */
+    const struct { int sched, cluster, hint; } fused_cfg[] = {
+        {GE_CFG_COOP256, 0, 0}, {GE_CFG_COOP256, 1, 0}, {GE_CFG_AUTO, 0, 1}, {GE_CFG_AUTO, 1, 0}};
+    for (const auto &f : fused_cfg) {
+        ge_sched_override = f.sched, ge_cluster = f.cluster, ge_stream_hint = f.hint;
+        test_fused(1000, 2000, 264, 520);
+        test_fused(4096, 2048, 2048, 2048);
+        test_fused(1001, 1000, 72, 136);
+    }
+    ge_sched_override = GE_CFG_AUTO, ge_cluster = 0, ge_stream_hint = 0;
     test_pdl_chain(4096, 2048, 2048, 2048);
     test_pdl_chain(1000, 2000, 264, 520);
     ge_cluster = 1;

@@ -185,18 +185,27 @@ extern "C" void ge_gemm_f32(ge_layout layout, const void *A, const void *B, floa
         run_layout<GeStore<float, false>>(layout, A, B, M, N, K, {ge_out(C, M, N, N)}, stream);
 }
 
+/* A fused program on A . W^T (A [M,K], W [N,K]), on the schedule fused_pp picks: PP on ping-pong 128 x 128, COOP
+ * (the same program for 256-wide tiles, with the same Params) on cooperative 128 x 256. */
+template <class PP, class COOP>
+static void run_fused(const void *A, const void *W, int M, int N, int K, const typename PP::Params &p,
+                      cudaStream_t stream) {
+    if (fused_pp(M, N, K))
+        ge_run<PP, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
+    else
+        ge_run<COOP, GE_ABT>(A, K, W, K, M, N, K, p, stream);
+}
+
 extern "C" int ge_row_parts(int N) { return (N + GE_PART_COLS - 1) / GE_PART_COLS; }
 
 extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
                                  float *part, int M, int N, int K, cudaStream_t stream) {
     const GeResNormParams p = {ge_out((bf16 *)D, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)res, gamma,
                                part, N, ge_row_parts(N), ge_out((bf16 *)res, M, N, N)};
-    if (fused_pp(M, N, K) && p.D.tma && p.R.tma) /* residual through shared memory (TMA), D in place over it */
-        ge_run<GeResNormTma<128>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
-    else if (fused_pp(M, N, K))
-        ge_run<GeResNorm<128>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
+    if (p.D.tma && p.R.tma) /* on ping-pong, the residual through shared memory (TMA), D in place over it */
+        run_fused<GeResNormTma<128>, GeResNorm<>>(A, W, M, N, K, p, stream);
     else
-        ge_run<GeResNorm<>, GE_ABT>(A, K, W, K, M, N, K, p, stream);
+        run_fused<GeResNorm<128>, GeResNorm<>>(A, W, M, N, K, p, stream);
 }
 
 extern "C" void ge_gemm_res_rms(const void *A, const void *W, const void *res, void *D, float *part, int M, int N,
@@ -206,10 +215,7 @@ extern "C" void ge_gemm_res_rms(const void *A, const void *W, const void *res, v
                                ge_out((bf16 *)res, M, N, N)};
     if (!p.D.tma || !p.R.tma)
         ge_fail("ge_gemm_res_rms", "D and res must be 16-byte aligned with N a multiple of 8 (TMA describes both)");
-    if (fused_pp(M, N, K))
-        ge_run<GeResNormTma<128, false>, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
-    else
-        ge_run<GeResNormTma<GE_BN, false, 1>, GE_ABT>(A, K, W, K, M, N, K, p, stream);
+    run_fused<GeResNormTma<128, false>, GeResNormTma<GE_BN, false, 1>>(A, W, M, N, K, p, stream);
 }
 
 /* Thread x of a block owns columns 8 x' .. 8 x' + 7 (x' = x, x + blockDim, ...: 16 bytes of a row) and keeps
@@ -264,17 +270,8 @@ extern "C" void ge_rms_finish(const float *part, int M, int N, float eps, float 
 
 extern "C" void ge_gemm_rowscale(const void *O, const void *W, const float *r, void *Z, int z_f32, int M, int N,
                                  int K, cudaStream_t stream) {
-    if (z_f32) {
-        const GeRowScale<float>::Params p = {r, ge_out((float *)Z, M, N, N)};
-        if (fused_pp(M, N, K))
-            ge_run<GeRowScale<float>, GE_ABT, 128, GE_PINGPONG>(O, K, W, K, M, N, K, p, stream);
-        else
-            ge_run<GeRowScale<float>, GE_ABT>(O, K, W, K, M, N, K, p, stream);
-    } else {
-        const GeRowScale<bf16>::Params p = {r, ge_out((bf16 *)Z, M, N, N)};
-        if (fused_pp(M, N, K))
-            ge_run<GeRowScale<bf16>, GE_ABT, 128, GE_PINGPONG>(O, K, W, K, M, N, K, p, stream);
-        else
-            ge_run<GeRowScale<bf16>, GE_ABT>(O, K, W, K, M, N, K, p, stream);
-    }
+    if (z_f32)
+        run_fused<GeRowScale<float>, GeRowScale<float>>(O, W, M, N, K, {r, ge_out((float *)Z, M, N, N)}, stream);
+    else
+        run_fused<GeRowScale<bf16>, GeRowScale<bf16>>(O, W, M, N, K, {r, ge_out((bf16 *)Z, M, N, N)}, stream);
 }

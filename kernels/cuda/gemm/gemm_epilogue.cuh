@@ -250,6 +250,21 @@ __device__ __forceinline__ uint32_t ge_stage_off(const float *, int r, int cc) {
     return r * 128 + ((((cc >> 2) ^ r) & 7) << 4) + ((cc & 3) << 2);
 }
 
+/* A bf16 pair at a shared-window address: store v rounded to bf16 (returning the pair as stored), or load one. */
+__device__ __forceinline__ float2 ge_st_shared_bf16x2(uint32_t addr, float2 v) {
+    const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
+    uint32_t u;
+    memcpy(&u, &b, 4);
+    st_shared_b32(addr, u);
+    return __bfloat1622float2(b);
+}
+__device__ __forceinline__ float2 ge_ld_shared_bf16x2(uint32_t addr) {
+    const uint32_t u = ld_shared_b32(addr);
+    __nv_bfloat162 b;
+    memcpy(&b, &u, 4);
+    return __bfloat1622float2(b);
+}
+
 /* Puts the fragment pair (row h, columns col, col+1) of output o, staged at unit offset `unit`. Returns the pair
  * as stored (rounded to bf16 for a bf16 output); ACC (accumulate, o += v) returns v itself on the TMA path (the
  * fp32 add happens in L2) and the sum on the direct path, which a bf16 accumulate always takes (one rounding).
@@ -262,25 +277,17 @@ __device__ __forceinline__ float2 ge_out_put(const GeOut<T> &o, const GeTile &t,
         return ACC ? ge_accum(o.ptr, o.ld, t, h, col, v) : ge_store(o.ptr, o.ld, t, h, col, v);
     const uint32_t addr = t.stage + unit * 4096 + ge_stage_off(o.ptr, t.srow + 8 * h, col - t.chunk_col);
     if constexpr (sizeof(T) == 2) {
-        const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
-        uint32_t u;
-        memcpy(&u, &b, 4);
-        st_shared_b32(addr, u);
-        return __bfloat1622float2(b);
+        return ge_st_shared_bf16x2(addr, v);
     } else {
         st_shared_v2f32(addr, v);
         return v;
     }
 }
 
-/* Issues the chunk's bulk copy of output o (the engine calls flush() in one thread per consumer, after a barrier
- * over the consumer's threads; nothing on the direct path). A program whose direct() did not report an output
- * that TMA cannot describe stops here (trap) instead of storing through an empty tensor map. */
-template <bool ACC = false, class T>
-__device__ __forceinline__ void ge_out_flush(const GeOut<T> &o, const GeTile &t, int unit) {
-    if (t.direct || (ACC && sizeof(T) == 2)) return;
-    if (!o.tma) __trap();
-    const uint32_t src = t.stage + unit * 4096;
+/* Issues the bulk copy (ACC: the fp32 add-reduce) of the 64 x 32 box staged at shared-window address src into
+ * output o at the current chunk's position, with o's L2 policy. */
+template <bool ACC, class T>
+__device__ __forceinline__ void ge_out_store_box(const GeOut<T> &o, const GeTile &t, uint32_t src) {
     if (o.hint) {
         if (ACC)
             tma_reduce_add_2d_hint(&o.map, src, t.chunk_col, t.crow0, t.l2_stream);
@@ -292,6 +299,16 @@ __device__ __forceinline__ void ge_out_flush(const GeOut<T> &o, const GeTile &t,
         else
             tma_store_2d(&o.map, src, t.chunk_col, t.crow0);
     }
+}
+
+/* Issues the chunk's bulk copy of output o (the engine calls flush() in one thread per consumer, after a barrier
+ * over the consumer's threads; nothing on the direct path). A program whose direct() did not report an output
+ * that TMA cannot describe stops here (trap) instead of storing through an empty tensor map. */
+template <bool ACC = false, class T>
+__device__ __forceinline__ void ge_out_flush(const GeOut<T> &o, const GeTile &t, int unit) {
+    if (t.direct || (ACC && sizeof(T) == 2)) return;
+    if (!o.tma) __trap();
+    ge_out_store_box<ACC>(o, t, t.stage + unit * 4096);
 }
 
 /* Barrier over the threads that own the tile (both consumers, or one in ping-pong). */
@@ -314,7 +331,7 @@ struct GeColStage {
     __device__ __forceinline__ void publish(const GeTile &t) {
 #pragma unroll
         for (int i = 0; i < BN / 128; i++)
-            asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(t.vec + 4 * (128 * i + t.wtid)), "f"(x[i]) : "memory");
+            st_shared_b32(t.vec + 4 * (128 * i + t.wtid), __float_as_uint(x[i]));
         named_bar_sync(t.cbar, 128);
     }
     __device__ __forceinline__ float2 get(const GeTile &t, int col) const {
@@ -435,24 +452,13 @@ struct GeTileInTma {
         if (t.j % 4 == 0) mbar_wait(t.in_bar + slot(t), (loads - 1) & 1);
     }
     __device__ __forceinline__ float2 get(const GeTile &t, int h, int col) const {
-        const uint32_t u = ld_shared_b32(addr(t, h, col));
-        __nv_bfloat162 b;
-        memcpy(&b, &u, 4);
-        return __bfloat1622float2(b);
+        return ge_ld_shared_bf16x2(addr(t, h, col));
     }
     __device__ __forceinline__ float2 put(const GeTile &t, int h, int col, float2 v) const {
-        const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
-        uint32_t u;
-        memcpy(&u, &b, 4);
-        st_shared_b32(addr(t, h, col), u);
-        return __bfloat1622float2(b);
+        return ge_st_shared_bf16x2(addr(t, h, col), v);
     }
     __device__ __forceinline__ void flush_out(const GeOut<bf16> &o, const GeTile &t) const {
-        const uint32_t src = t.in + slot(t) * 4096;
-        if (o.hint)
-            tma_store_2d_hint(&o.map, src, t.chunk_col, t.crow0, t.l2_stream);
-        else
-            tma_store_2d(&o.map, src, t.chunk_col, t.crow0);
+        ge_out_store_box<false>(o, t, t.in + slot(t) * 4096);
     }
 };
 

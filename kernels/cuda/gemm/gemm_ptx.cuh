@@ -25,12 +25,6 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t by
                  : "memory");
 }
 
-/* Adds `bytes` to the transaction count of the current phase without arriving. */
-__device__ __forceinline__ void mbar_expect_tx(uint64_t *bar, uint32_t bytes) {
-    asm volatile("mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(bytes)
-                 : "memory");
-}
-
 __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
     asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
@@ -72,14 +66,19 @@ __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
-/* 2-D tile load: box at element coordinates (c0 = contiguous dimension, c1 = rows) into shared memory `dst`,
- * completing `bytes` (the whole box, out-of-bounds elements zero-filled and counted) on `bar`. */
-__device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
+/* 2-D tile load: box at element coordinates (c0 = contiguous dimension, c1 = rows) into shared memory at
+ * shared-window address `dst`, completing its bytes (the whole box, out-of-bounds elements zero-filled and
+ * counted) on `bar`. */
+__device__ __forceinline__ void tma_load_2d_u32(uint32_t dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
     asm volatile(
         "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::
-            "r"(smem_u32(dst)),
+            "r"(dst),
         "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1)
         : "memory");
+}
+/* The same into shared memory at generic address `dst`. */
+__device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
+    tma_load_2d_u32(smem_u32(dst), map, bar, c0, c1);
 }
 
 /* tma_load_2d multicast: the box lands at `dst`'s offset in the shared memory of every CTA of the cluster whose bit
@@ -115,15 +114,6 @@ __device__ __forceinline__ void tma_reduce_add_2d(const CUtensorMap *map, uint32
                      reinterpret_cast<uint64_t>(map)),
                  "r"(src), "r"(c0), "r"(c1)
                  : "memory");
-}
-
-/* 2-D tile load into a shared-window address (as tma_load_2d). */
-__device__ __forceinline__ void tma_load_2d_u32(uint32_t dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n" ::
-            "r"(dst),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1)
-        : "memory");
 }
 
 __device__ __forceinline__ uint32_t ld_shared_b32(uint32_t addr) {
