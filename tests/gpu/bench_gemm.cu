@@ -2,7 +2,8 @@
  * 1. the Llama-3.2-1B training GEMMs with M = 8192 tokens (forward A.B^T bf16 out, data gradient A.B bf16 out,
  *    weight gradient A^T.B fp32 accumulate) and 8192^3: TFLOP/s of each, ratio, geometric mean; also in CTA pairs;
  * 2. epilogue overhead: plain vs one extra output tile + a row partial reduction, and vs the full K_res program;
- *    (sections "e" and "k", on request: the extra-tile epilogue and K_res on ping-pong split into their parts);
+ *    (sections "e", "E" and "k", on request: the extra-tile epilogue on ping-pong and cooperative, and K_res on
+ *    ping-pong, split into their parts);
  * 3. GEMM-residual-RMSNorm-GEMM on 16384 rows (D = 2048, 4096, 8192): the two bare cuBLAS GEMMs, cuBLAS + simple
  *    separate kernels, and ours: K_res + r + row-scaled GEMM on both schedules and in CTA pairs; and with gamma
  *    folded into the second weight (fold, K_res without O, r, row-scaled GEMM of D) on either schedule or mixed. scripts/bench_gemm_torch.py times
@@ -234,7 +235,8 @@ struct ExtraTileParams {
 };
 /* The extra-tile epilogue split into its parts (F bits): 1 stage a second tile in shared memory (unit 1), 2 store
  * it from there by TMA, 4 store it straight from registers instead, 8 the row partial, 16 a second TMA store of
- * unit 0 (TMA work without the shared-memory writes). The first output C is always staged and stored by TMA. */
+ * unit 0 (TMA work without the shared-memory writes), 32 the same into C itself (the same L2 lines twice: no
+ * more DRAM writes). The first output C is always staged and stored by TMA. */
 template <int F>
 struct EpiParts : GeEpilogue {
     static constexpr int kStageUnits = (F & 1) ? 2 : 1;
@@ -243,18 +245,23 @@ struct EpiParts : GeEpilogue {
     GeRowPartial<GeSum> ss;
     __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        float2 d[2] = {v[0], v[1]};
+        ge_out_put(p.C, t, 0, col, d);
+        if (F & 1) {
+            float2 e[2] = {d[0], d[1]};
+            ge_out_put(p.C2, t, 1, col, e);
+        }
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const float2 d = ge_out_put(p.C, t, 0, h, col, v[h]);
-            if (F & 1) ge_out_put(p.C2, t, 1, h, col, d);
-            if (F & 4) ge_store(p.C2.ptr, p.C2.ld, t, h, col, d);
-            if (F & 8) ss.add(t, h, col, ge_mul(d, d));
+            if (F & 4) ge_store(p.C2.ptr, p.C2.ld, t, h, col, d[h]);
+            if (F & 8) ss.add(t, h, col, ge_mul(d[h], d[h]));
         }
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
         ge_out_flush(p.C, t, 0);
         if (F & 2) ge_out_flush(p.C2, t, 1);
         if (F & 16) ge_out_flush(p.C2, t, 0);
+        if (F & 32) ge_out_flush(p.C, t, 0);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
         if (F & 8) ss.store(p.part, p.ldpart, t);
@@ -322,16 +329,16 @@ static void bench_epilogue(int M, int N, int K) {
 
 /* ---------------------------------------------------------------- 2e. the extra-tile epilogue on ping-pong */
 
-template <int F>
+template <int F, int BN, int SCHED>
 static void epi_variant(const char *name, int M, int N, int K, const std::vector<void *> &A,
                         const std::vector<void *> &B, int nset, const ExtraTileParams &p) {
     const char *one = getenv("GE_BENCH_ONE");
     if (one && atoi(one) != F) return;
     using P = EpiParts<F>;
-    using L = GeSmem<P, 128, GE_PINGPONG>;
+    using L = GeSmem<P, BN, SCHED>;
     const std::vector<float> t = time_each(
-        {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {p.C}, 0); },
-         [&](int i) { ge_run<P, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0); }});
+        {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, {p.C}, 0); },
+         [&](int i) { ge_run<P, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0); }});
     const float t0 = t[0], t1 = t[1];
     const double r = t1 / t0;
     printf("  %2d %-40s stages %d, %d staging buffers of %d KB: plain %7.3f ms, this %7.3f ms (%+5.1f%%)\n", F, name,
@@ -339,6 +346,7 @@ static void epi_variant(const char *name, int M, int N, int K, const std::vector
     fflush(stdout);
 }
 
+template <int BN, int SCHED>
 static void bench_epilogue_variants(int M, int N, int K) {
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
     const InputSets in(na, nb);
@@ -350,15 +358,17 @@ static void bench_epilogue_variants(int M, int N, int K) {
     CK(cudaMalloc(&C2, nc * 2));
     CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
     const ExtraTileParams p = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part, (N + 127) / 128};
-    printf("%6d %6d %6d   ping-pong 128x128, each variant timed alternately with the plain GEMM\n", M, N, K);
-    epi_variant<0>("plain (against itself)", M, N, K, A, B, nset, p);
-    epi_variant<8>("row partial", M, N, K, A, B, nset, p);
-    epi_variant<1>("tile staged, not stored", M, N, K, A, B, nset, p);
-    epi_variant<16>("unit 0 stored twice (TMA only)", M, N, K, A, B, nset, p);
-    epi_variant<4>("tile stored from registers", M, N, K, A, B, nset, p);
-    epi_variant<3>("tile staged + TMA", M, N, K, A, B, nset, p);
-    epi_variant<11>("tile staged + TMA + row partial", M, N, K, A, B, nset, p);
-    epi_variant<12>("tile from registers + row partial", M, N, K, A, B, nset, p);
+    printf("%6d %6d %6d   %s, each variant timed alternately with the plain GEMM\n", M, N, K,
+           SCHED == GE_PINGPONG ? "ping-pong 128x128" : "cooperative 128x256");
+    epi_variant<0, BN, SCHED>("plain (against itself)", M, N, K, A, B, nset, p);
+    epi_variant<8, BN, SCHED>("row partial", M, N, K, A, B, nset, p);
+    epi_variant<1, BN, SCHED>("tile staged, not stored", M, N, K, A, B, nset, p);
+    epi_variant<16, BN, SCHED>("unit 0 stored twice (TMA only)", M, N, K, A, B, nset, p);
+    epi_variant<32, BN, SCHED>("unit 0 stored twice to C (L2 only)", M, N, K, A, B, nset, p);
+    epi_variant<4, BN, SCHED>("tile stored from registers", M, N, K, A, B, nset, p);
+    epi_variant<3, BN, SCHED>("tile staged + TMA", M, N, K, A, B, nset, p);
+    epi_variant<11, BN, SCHED>("tile staged + TMA + row partial", M, N, K, A, B, nset, p);
+    epi_variant<12, BN, SCHED>("tile from registers + row partial", M, N, K, A, B, nset, p);
     CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(part));
 }
 
@@ -388,12 +398,21 @@ struct KResTmaParts : GeEpilogue {
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         if (F & 2) res.wait(t);
         const float2 g = (F & 4) ? gamma.get(t, col) : make_float2(1.0f, 1.0f);
+        float2 d[2] = {v[0], v[1]};
+        if (F & 1) {
+            float2 r[2];
+            res.get(t, r);
+            d[0] = ge_add(d[0], r[0]);
+            d[1] = ge_add(d[1], r[1]);
+        }
+        res.put(t, d);
+        float2 o[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const float2 d = res.put(t, h, col, (F & 1) ? ge_add(v[h], res.get(t, h, col)) : v[h]);
-            if (F & 8) ss.add(t, h, col, ge_mul(d, d));
-            if (!(F & 16)) ge_out_put(p.O, t, 0, h, col, (F & 4) ? ge_mul(d, g) : d);
+            if (F & 8) ss.add(t, h, col, ge_mul(d[h], d[h]));
+            o[h] = (F & 4) ? ge_mul(d[h], g) : d[h];
         }
+        if (!(F & 16)) ge_out_put(p.O, t, 0, col, o);
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
         res.flush_out(p.D, t);
@@ -596,7 +615,8 @@ int main(void) {
 
     /* Section 2 and its diagnostic variants, each on the same three shapes (M, N, K). */
     const struct { char key; const char *title; void (*run)(int, int, int); } epi[] = {
-        {'e', "2e. The extra-tile epilogue on ping-pong, parts left out", bench_epilogue_variants},
+        {'e', "2e. The extra-tile epilogue on ping-pong, parts left out", bench_epilogue_variants<128, GE_PINGPONG>},
+        {'E', "2E. The extra-tile epilogue on cooperative 128x256, parts left out", bench_epilogue_variants<256, GE_COOP>},
         {'k', "2k. K_res on ping-pong, parts left out", bench_kres_parts},
         {'2', "2. Epilogue overhead (A.B^T, bf16): target <= 5% for one extra tile + a row partial", bench_epilogue}};
     const int epi_shapes[3][3] = {{8192, 2048, 2048}, {8192, 3072, 2048}, {8192, 2048, 8192}};

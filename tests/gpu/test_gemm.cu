@@ -643,12 +643,27 @@ static void test_fused(int M, int N, int K, int N2) {
     dev_free(dZ16), dev_free(dpart), dev_free(dr), dev_free(dZ32);
 }
 
+/* The staging-slot address rule the epilogue relies on (ge_slot_off): moving a fragment (8 columns) along a chunk
+ * only flips swizzle bits of the first fragment's offset, for every row and thread column pair. */
+static void test_slot_offsets(void) {
+    int bad16 = 0, bad32 = 0;
+    for (int r = 0; r < 64; r++)
+        for (int cc = 0; cc < 8; cc += 2)
+            for (int i = 0; i < 4; i++) {
+                bad16 += ge_stage_off((const bf16 *)0, r, cc + 8 * i) != (ge_stage_off((const bf16 *)0, r, cc) ^ (i << 4));
+                bad32 += ge_stage_off((const float *)0, r, cc + 8 * i) != (ge_stage_off((const float *)0, r, cc) ^ (i << 5));
+            }
+    CHECK(bad16 == 0 && bad32 == 0, "staging offsets: fragment i = first ^ (i << 4 or 5): %d bf16, %d fp32 mismatches",
+          bad16, bad32);
+}
+
 int main(void) {
     alarm(120); /* a deadlocked pipeline ends the test instead of the machine's lease */
     const char *seed = getenv("GE_SEED");
     rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL);
     printf("# test_gemm: seed %llu (GE_SEED=%llu repeats it)\n", (unsigned long long)rng_state,
            (unsigned long long)rng_state);
+    test_slot_offsets();
     int dev = 0;
     cudaDeviceProp prop;
     CK(cudaGetDevice(&dev));

@@ -42,6 +42,9 @@ struct GeTile {
     int srow;      /* this thread's first row inside that half: 16*warp + lane/4 (the second is +8) */
     int chunk_col; /* first column of the current chunk */
     uint32_t stage; /* shared-window address of the current chunk's staging slots (4 KB units), or 0 */
+    uint32_t moff;      /* the lane's row address in a bf16 staging slot for the warp's 8 x 8 matrix stores and
+                         * loads (row 16 warp + lane % 16) at the chunk's first fragment (ge_stage_off) */
+    uint32_t soff32[2]; /* the offsets of this thread's rows h in an fp32 staging slot at that fragment */
     uint64_t l2_stream; /* L2 evict-first policy for streamed epilogue data (GeOut::hint, GeTileIn) */
     int bn, nblk;       /* tile width; m64 row blocks per consumer (2 in ping-pong) */
     int bar;            /* named barrier of the tile's owners (tthreads of them): ge_tile_sync */
@@ -224,8 +227,8 @@ __device__ __forceinline__ float2 ge_accum(T *p, long ld, const GeTile &t, int h
 
 /* An output tile written through shared memory and the TMA unit. The fragments of one 32-column chunk go into a
  * staging slot of the consumer's shared memory (64 rows x 32 columns, swizzled as the tensor map says: bf16 rows
- * of 64 B with the 64-byte swizzle, fp32 rows of 128 B with the 128-byte swizzle, so that a warp's pair writes hit
- * distinct banks); after the chunk the engine has one thread per consumer issue the program's flush(), which
+ * of 64 B with the 64-byte swizzle, written by the warp's 8 x 8 matrix stores, 16-byte rows to distinct banks;
+ * fp32 rows of 128 B with the 128-byte swizzle, so that a warp's pair writes hit distinct banks); after the chunk the engine has one thread per consumer issue the program's flush(), which
  * stores (or, ACC, adds in L2) the 64 x 32 box with one bulk tensor copy and does not wait for it. The TMA unit
  * drops the box's elements outside [M, N], so edge tiles need no masks. Made on the host by ge_out() (gemm.cu):
  * where TMA cannot describe the matrix (base not 16-byte aligned, row stride not a multiple of 16 bytes), tma = 0;
@@ -243,44 +246,64 @@ struct GeOut {
 };
 
 /* Byte offset of the pair (row r of the consumer's 64, column cc of the chunk's 32) in a staging slot. */
-__device__ __forceinline__ uint32_t ge_stage_off(const bf16 *, int r, int cc) {
+__host__ __device__ __forceinline__ uint32_t ge_stage_off(const bf16 *, int r, int cc) {
     return r * 64 + ((((cc >> 3) ^ (r >> 1)) & 3) << 4) + ((cc & 7) << 1);
 }
-__device__ __forceinline__ uint32_t ge_stage_off(const float *, int r, int cc) {
+__host__ __device__ __forceinline__ uint32_t ge_stage_off(const float *, int r, int cc) {
     return r * 128 + ((((cc >> 2) ^ r) & 7) << 4) + ((cc & 3) << 2);
 }
+/* The same for fragment t.j, from the offsets at the chunk's first fragment that the engine keeps in the tile
+ * (t.moff: bf16, the lane's row of the warp's 8 x 8 matrices; t.soff32[h]: fp32, the thread's row h): a fragment
+ * is 8 columns on, which only flips swizzle bits, ge_stage_off(r, cc + 8 i) == ge_stage_off(r, cc) ^ (i << 4)
+ * (bf16) or ^ (i << 5) (fp32) for cc < 8, i < 4 (test_gemm checks it). t.j is a compile-time constant in the
+ * unrolled epilogue, so an address costs one XOR instead of the swizzle arithmetic. */
+__device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t) { return t.moff ^ ((t.j & 3) << 4); }
+__device__ __forceinline__ uint32_t ge_slot_off_f32(const GeTile &t, int h) { return t.soff32[h] ^ ((t.j & 3) << 5); }
 
-/* A bf16 pair at a shared-window address: store v rounded to bf16 (returning the pair as stored), or load one. */
-__device__ __forceinline__ float2 ge_st_shared_bf16x2(uint32_t addr, float2 v) {
-    const __nv_bfloat162 b = __floats2bfloat162_rn(v.x, v.y);
-    uint32_t u;
-    memcpy(&u, &b, 4);
-    st_shared_b32(addr, u);
-    return __bfloat1622float2(b);
+/* A fragment's two rows (v[h]: the pair of row h) as bf16 in a staging slot, one 8 x 8 matrix instruction for the
+ * warp (addr: the slot + ge_slot_off_bf16): store v rounded to bf16 (v becomes the pairs as stored), or load. */
+__device__ __forceinline__ void ge_st_shared_bf16_rows(uint32_t addr, float2 (&v)[2]) {
+    uint32_t u[2];
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const __nv_bfloat162 b = __floats2bfloat162_rn(v[h].x, v[h].y);
+        memcpy(&u[h], &b, 4);
+        v[h] = __bfloat1622float2(b);
+    }
+    stmatrix_x2(addr, u[0], u[1]);
 }
-__device__ __forceinline__ float2 ge_ld_shared_bf16x2(uint32_t addr) {
-    const uint32_t u = ld_shared_b32(addr);
-    __nv_bfloat162 b;
-    memcpy(&b, &u, 4);
-    return __bfloat1622float2(b);
+__device__ __forceinline__ void ge_ld_shared_bf16_rows(uint32_t addr, float2 (&v)[2]) {
+    uint32_t u[2];
+    ldmatrix_x2(addr, u[0], u[1]);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        __nv_bfloat162 b;
+        memcpy(&b, &u[h], 4);
+        v[h] = __bfloat1622float2(b);
+    }
 }
 
-/* Puts the fragment pair (row h, columns col, col+1) of output o, staged at unit offset `unit`. Returns the pair
- * as stored (rounded to bf16 for a bf16 output); ACC (accumulate, o += v) returns v itself on the TMA path (the
- * fp32 add happens in L2) and the sum on the direct path, which a bf16 accumulate always takes (one rounding).
+/* Puts the fragment's pairs (v[h]: row h, columns col, col+1) of output o, staged at unit offset `unit`; all the
+ * warp's threads call it together (a bf16 output is staged by the warp's matrix stores). v becomes the pairs as
+ * stored (rounded to bf16 for a bf16 output); ACC (accumulate, o += v) leaves v on the TMA path (the fp32 add
+ * happens in L2) and makes it the sum on the direct path, which a bf16 accumulate always takes (one rounding).
  * Which path runs is decided at compile time (t.direct), never per fragment: a branch here would put both paths'
  * code into the unrolled epilogue, and an epilogue that large runs out of the instruction cache (RESULTS.md
  * section 5, fourth step). */
 template <bool ACC = false, class T>
-__device__ __forceinline__ float2 ge_out_put(const GeOut<T> &o, const GeTile &t, int unit, int h, int col, float2 v) {
-    if (t.direct || (ACC && sizeof(T) == 2)) /* a bf16 add in L2 would round twice: direct read-add-write */
-        return ACC ? ge_accum(o.ptr, o.ld, t, h, col, v) : ge_store(o.ptr, o.ld, t, h, col, v);
-    const uint32_t addr = t.stage + unit * 4096 + ge_stage_off(o.ptr, t.srow + 8 * h, col - t.chunk_col);
+__device__ __forceinline__ void ge_out_put(const GeOut<T> &o, const GeTile &t, int unit, int col, float2 (&v)[2]) {
+    if (t.direct || (ACC && sizeof(T) == 2)) { /* a bf16 add in L2 would round twice: direct read-add-write */
+#pragma unroll
+        for (int h = 0; h < 2; h++)
+            v[h] = ACC ? ge_accum(o.ptr, o.ld, t, h, col, v[h]) : ge_store(o.ptr, o.ld, t, h, col, v[h]);
+        return;
+    }
+    const uint32_t slot = t.stage + unit * 4096;
     if constexpr (sizeof(T) == 2) {
-        return ge_st_shared_bf16x2(addr, v);
+        ge_st_shared_bf16_rows(slot + ge_slot_off_bf16(t), v);
     } else {
-        st_shared_v2f32(addr, v);
-        return v;
+#pragma unroll
+        for (int h = 0; h < 2; h++) st_shared_v2f32(slot + ge_slot_off_f32(t, h), v[h]);
     }
 }
 
@@ -412,9 +435,10 @@ struct GeTileIn {
  * the main loop: one slot of 64 rows x 32 columns per chunk and row block (kUnits 4 KB units: up to BLOCKS row
  * blocks of BN/32 chunks), each laid out as GeOut's bf16 staging slot (the map is a GeOut<bf16>'s, ge_out()), each
  * with its own "in" mbarrier. load() in prefetch() loads the row blocks this consumer will hold (after its earlier
- * bulk stores have read the slots); slots wholly outside [M, N] are not loaded (all their outputs are masked).
- * wait() in frag() blocks the consumer on the chunk's slot at its first fragment; get(t, h, col) reads the pair at
- * fragment (h, col); put() writes a bf16 pair over it, and flush_out(o, t) (in the program's flush()) stores the
+ * bulk stores have read the slots), or load_spread() in during() loads them one slot per k-block of the main loop;
+ * slots wholly outside [M, N] are not loaded (all their outputs are masked).
+ * wait() in frag() blocks the consumer on the chunk's slot at its first fragment; get(t, v) reads the fragment's
+ * two row pairs (warp-wide); put(t, v) writes bf16 pairs over them, and flush_out(o, t) (in the program's flush()) stores the
  * chunk from there by TMA: an output written in place of the input, with no staging of its own. A program using
  * it declares kInUnits = GeTileInTma<BN>::kUnits. (Loading the second row block during the first one's epilogue,
  * into the slots that epilogue had freed, needed half the space but cost 20% at K = 2048: RESULTS.md section 5.) */
@@ -423,40 +447,52 @@ struct GeTileInTma {
     static constexpr int kSlots = BN / 32, kUnits = BLOCKS * kSlots;
     uint32_t loads = 0; /* tiles loaded so far: a slot's wait parity is that of its latest load */
     __device__ __forceinline__ static int first_row(const GeTile &t) { return t.m0 + (t.nblk == 1 ? 64 * (t.cwarp >> 2) : 0); }
-    __device__ __forceinline__ static int slot(const GeTile &t) {
-        return ((t.crow0 - first_row(t)) >> 6) * kSlots + ((t.chunk_col - t.n0) >> 5);
+    __device__ __forceinline__ static int slot(const GeTile &t) { /* t.j / 4: the chunk */
+        return ((t.crow0 - first_row(t)) >> 6) * kSlots + (t.j >> 2);
     }
-    __device__ __forceinline__ static uint32_t addr(const GeTile &t, int h, int col) {
-        return t.in + slot(t) * 4096 + ge_stage_off((const bf16 *)nullptr, t.srow + 8 * h, col - t.chunk_col);
+    __device__ __forceinline__ static uint32_t addr(const GeTile &t) { return t.in + slot(t) * 4096 + ge_slot_off_bf16(t); }
+    /* slot (row block b, chunk q) of the tile: its TMA load, or only the arrival where it lies outside [M, N] */
+    __device__ __forceinline__ static void load_slot(const GeOut<bf16> &o, const GeTile &t, int b, int q) {
+        uint64_t *bar = t.in_bar + b * kSlots + q;
+        const int row = first_row(t) + 64 * b;
+        if (row < t.M && t.n0 + 32 * q < t.N) {
+            mbar_arrive_expect_tx(bar, 4096);
+            tma_load_2d_u32(t.in + (b * kSlots + q) * 4096, &o.map, bar, t.n0 + 32 * q, row);
+        } else {
+            mbar_arrive(bar);
+        }
     }
-    /* the consumer's row blocks of the tile it will hold next (prefetch() hook, all threads) */
+    /* the consumer's row blocks of the tile it will hold next, all at once (prefetch() hook, all threads; after
+     * the slots' last stores, the previous tile's outputs written in place, have read them) */
     __device__ __forceinline__ void load(const GeOut<bf16> &o, const GeTile &t) {
         loads++;
         if (t.wtid != 0) return;
-        bulk_wait_read<0>(); /* the slots' last stores (the previous tile's outputs written in place) */
-        const int row0 = first_row(t), nb = t.nblk < BLOCKS ? t.nblk : BLOCKS;
+        bulk_wait_read<0>();
+        const int nb = t.nblk < BLOCKS ? t.nblk : BLOCKS;
         for (int b = 0; b < nb; b++)
 #pragma unroll
-            for (int q = 0; q < kSlots; q++) {
-                uint64_t *bar = t.in_bar + b * kSlots + q;
-                if (row0 + 64 * b < t.M && t.n0 + 32 * q < t.N) {
-                    mbar_arrive_expect_tx(bar, 4096);
-                    tma_load_2d_u32(t.in + (b * kSlots + q) * 4096, &o.map, bar, t.n0 + 32 * q, row0 + 64 * b);
-                } else {
-                    mbar_arrive(bar);
-                }
-            }
+            for (int q = 0; q < kSlots; q++) load_slot(o, t, b, q);
+    }
+    /* The same for one row block (cooperative), spread over the main loop (the during() hook, k-block kb of nk):
+     * slot q after k-block q + 1, the rest after the last one. Issued all at once before the main loop, the
+     * residual's reads (which miss L2) held up the operands' k-blocks behind them: on the cooperative schedule,
+     * with 3 ring stages, the consumers then waited for their k-blocks in 35% of ncu's samples, against 2% for
+     * the plain GEMM, and K_res without O took 1.15x cuBLAS's GEMM time at 16384 x 2048 x 2048 (1.09x spread;
+     * RESULTS.md section 5, eighth step). */
+    __device__ __forceinline__ void load_spread(const GeOut<bf16> &o, const GeTile &t, int kb, int nk) {
+        if (kb == 0) loads++;
+        if (t.wtid != 0) return;
+        const int first = kb == 0 ? 0 : kb - 1, last = kb == nk - 1 ? kSlots - 1 : kb - 1;
+        if (first > last || first >= kSlots) return;
+        if (first == 0) bulk_wait_read<0>();
+        for (int q = first; q <= last; q++) load_slot(o, t, 0, q);
     }
     /* frag() hook: at the chunk's first fragment, wait for its slot */
     __device__ __forceinline__ void wait(const GeTile &t) const {
         if (t.j % 4 == 0) mbar_wait(t.in_bar + slot(t), (loads - 1) & 1);
     }
-    __device__ __forceinline__ float2 get(const GeTile &t, int h, int col) const {
-        return ge_ld_shared_bf16x2(addr(t, h, col));
-    }
-    __device__ __forceinline__ float2 put(const GeTile &t, int h, int col, float2 v) const {
-        return ge_st_shared_bf16x2(addr(t, h, col), v);
-    }
+    __device__ __forceinline__ void get(const GeTile &t, float2 (&v)[2]) const { ge_ld_shared_bf16_rows(addr(t), v); }
+    __device__ __forceinline__ void put(const GeTile &t, float2 (&v)[2]) const { ge_st_shared_bf16_rows(addr(t), v); }
     __device__ __forceinline__ void flush_out(const GeOut<bf16> &o, const GeTile &t) const {
         ge_out_store_box<false>(o, t, t.in + slot(t) * 4096);
     }
@@ -475,6 +511,8 @@ struct GeEpilogue {
     static bool direct(const P &) { return false; }
     template <class P>
     __device__ __forceinline__ void prefetch(const P &, const GeTile &) {}
+    template <class P>
+    __device__ __forceinline__ void during(const P &, const GeTile &, int, int) {}
     template <class P>
     __device__ __forceinline__ void begin(const P &, const GeTile &) {}
     template <class P>

@@ -15,8 +15,7 @@ struct GeStore : GeEpilogue {
     };
     static bool direct(const Params &p) { return !p.C.tma; }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-#pragma unroll
-        for (int h = 0; h < 2; h++) ge_out_put<ACCUMULATE>(p.C, t, 0, h, col, v[h]);
+        ge_out_put<ACCUMULATE>(p.C, t, 0, col, v);
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) { ge_out_flush<ACCUMULATE>(p.C, t, 0); }
 };
@@ -53,12 +52,15 @@ struct GeResNorm : GeEpilogue {
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         const float2 g = gamma.get(t, col);
+        float2 d[2] = {ge_add(v[0], res.get(t, 0)), ge_add(v[1], res.get(t, 1))};
+        ge_out_put(p.D, t, 0, col, d);
+        float2 o[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const float2 d = ge_out_put(p.D, t, 0, h, col, ge_add(v[h], res.get(t, h)));
-            ss.add(t, h, col, ge_mul(d, d));
-            ge_out_put(p.O, t, 1, h, col, ge_mul(d, g));
+            ss.add(t, h, col, ge_mul(d[h], d[h]));
+            o[h] = ge_mul(d[h], g);
         }
+        ge_out_put(p.O, t, 1, col, o);
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
         ge_out_flush(p.D, t, 0);
@@ -67,9 +69,10 @@ struct GeResNorm : GeEpilogue {
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
 };
 
-/* K_res with the residual brought in by TMA into the consumer's shared input staging before the main loop
- * (GeTileInTma: the consumer's BLOCKS row blocks, 2 on ping-pong, 1 cooperative; no registers, no ring stages;
- * the ping-pong ring drops to 4 stages), D is written in place over it and stored from there; only O has GeOut
+/* K_res with the residual brought in by TMA into the consumer's shared input staging during the main loop
+ * (GeTileInTma: the consumer's BLOCKS row blocks, 2 on ping-pong, loaded before its main loop, which waits for the
+ * other consumer's anyway; 1 cooperative, loaded one slot per k-block; no registers, no ring stages; the ping-pong
+ * ring drops to 4 stages), D is written in place over it and stored from there; only O has GeOut
  * staging. Needs D and R describable by TMA (the launchers check). WITH_O = false leaves O (and gamma) out: D and
  * the partials only, for a next GEMM whose weight has gamma folded in (ge_gemm_res_rms); without O's staging the
  * ping-pong ring keeps 5 stages, the cooperative 128 x 256 one 3. */
@@ -84,8 +87,11 @@ struct GeResNormTma : GeEpilogue {
     GeTileInTma<BN, BLOCKS> res;
     GeColStage<BN> gamma;
     __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
-        res.load(p.R, t);
+        if (BLOCKS > 1) res.load(p.R, t);
         if constexpr (WITH_O) gamma.fetch(p.gamma, t);
+    }
+    __device__ __forceinline__ void during(const Params &p, const GeTile &t, int kb, int nk) {
+        if (BLOCKS == 1) res.load_spread(p.R, t, kb, nk);
     }
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
         ss.reset();
@@ -93,13 +99,17 @@ struct GeResNormTma : GeEpilogue {
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         res.wait(t);
-        float2 g;
-        if constexpr (WITH_O) g = gamma.get(t, col);
+        float2 d[2];
+        res.get(t, d);
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const float2 d = res.put(t, h, col, ge_add(v[h], res.get(t, h, col)));
-            ss.add(t, h, col, ge_mul(d, d));
-            if constexpr (WITH_O) ge_out_put(p.O, t, 0, h, col, ge_mul(d, g));
+        for (int h = 0; h < 2; h++) d[h] = ge_add(v[h], d[h]);
+        res.put(t, d);
+#pragma unroll
+        for (int h = 0; h < 2; h++) ss.add(t, h, col, ge_mul(d[h], d[h]));
+        if constexpr (WITH_O) {
+            const float2 g = gamma.get(t, col);
+            float2 o[2] = {ge_mul(d[0], g), ge_mul(d[1], g)};
+            ge_out_put(p.O, t, 0, col, o);
         }
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
@@ -124,8 +134,8 @@ struct GeRowScale : GeEpilogue {
         r[1] = ge_row_vec(p.r, t, 1);
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-#pragma unroll
-        for (int h = 0; h < 2; h++) ge_out_put(p.Z, t, 0, h, col, ge_scale(v[h], r[h]));
+        float2 z[2] = {ge_scale(v[0], r[0]), ge_scale(v[1], r[1])};
+        ge_out_put(p.Z, t, 0, col, z);
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) { ge_out_flush(p.Z, t, 0); }
 };

@@ -116,11 +116,7 @@ __device__ __forceinline__ void tma_reduce_add_2d(const CUtensorMap *map, uint32
                  : "memory");
 }
 
-__device__ __forceinline__ uint32_t ld_shared_b32(uint32_t addr) {
-    uint32_t v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr));
-    return v;
-}
+/* A shared-memory load by shared-window address. */
 __device__ __forceinline__ float2 ld_shared_v2f32(uint32_t addr) {
     float2 v;
     asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
@@ -135,6 +131,16 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
 }
 __device__ __forceinline__ void st_shared_v2f32(uint32_t addr, float2 v) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(v.x), "f"(v.y));
+}
+
+/* Two 8 x 8 b16 matrices in the mma fragment layout (lane l holds row l / 4, columns 2 (l % 4) and + 1, one
+ * 32-bit register per matrix) stored to / loaded from shared memory by the warp: lanes 0-7 give the addresses of
+ * matrix 0's rows, lanes 8-15 those of matrix 1's (16 bytes each). */
+__device__ __forceinline__ void stmatrix_x2(uint32_t addr, uint32_t r0, uint32_t r1) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\n" ::"r"(addr), "r"(r0), "r"(r1));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t addr, uint32_t &r0, uint32_t &r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
 }
 
 /* An L2 cache policy that evicts first: for data streamed once (epilogue outputs and inputs), so that it does
