@@ -8,7 +8,7 @@
  *    separate kernels, and ours: K_res + r + row-scaled GEMM on both schedules and in CTA pairs; and with gamma
  *    folded into the second weight (fold, K_res without O, r, row-scaled GEMM of D) on either schedule or mixed. scripts/bench_gemm_torch.py times
  *    torch.compile. GE_BENCH_SECTIONS picks sections (default "123"; also "c" and "p": section 1 on cooperative
- *    128 x 256 or ping-pong 128 x 128 throughout).
+ *    128 x 256 or ping-pong 128 x 128 throughout; GE_BENCH_PAIRS=1 runs section 2's in 2-CTA pairs).
  * Each time is the median of repeated cudaEvent timings after warm-up, on random data, rotating among input sets
  * where one set would fit in L2; what a table compares is timed in turns (time_each). Before timing, each product
  * is compared with cuBLAS (rel err column). */
@@ -620,11 +620,13 @@ int main(void) {
         {'k', "2k. K_res on ping-pong, parts left out", bench_kres_parts},
         {'2', "2. Epilogue overhead (A.B^T, bf16): target <= 5% for one extra tile + a row partial", bench_epilogue}};
     const int epi_shapes[3][3] = {{8192, 2048, 2048}, {8192, 3072, 2048}, {8192, 2048, 8192}};
+    ge_cluster = getenv("GE_BENCH_PAIRS") ? 1 : 0; /* section 2's GEMMs in 2-CTA pairs sharing B */
     for (auto &e : epi) {
         if (!strchr(sections, e.key)) continue;
-        printf("\n## %s\n", e.title);
+        printf("\n## %s%s\n", e.title, ge_cluster ? " (in 2-CTA pairs sharing B: GE_BENCH_PAIRS)" : "");
         for (auto &sh : epi_shapes) e.run(sh[0], sh[1], sh[2]);
     }
+    ge_cluster = 0;
 
     if (strchr(sections, '3')) {
         printf("\n## 3. GEMM-residual-RMSNorm-GEMM (ratios to the two bare cuBLAS GEMMs; target <= 1.05x)\n");
