@@ -54,14 +54,15 @@
  *   n8 block j, an adjacent column pair (2i, 2i+1): a "fragment".
  * - Epilogue programs: a struct deriving from GeEpilogue (gemm_epilogue.cuh) with a Params struct (passed by value
  *   to the kernel as a __grid_constant__, so it may hold tensor maps) and hooks: prefetch(p, tile) before the
- *   tile's main loop; during(p, tile, kb, nk) after each of its k-blocks' wgmmas are issued; per row block begin(p, tile), frag(p, tile, col, float2 (&v)[2]) for j = 0..BN/8-1 (v[h] =
+ *   tile's main loop; during(p, tile, kb, nk) after each of its k-blocks' wgmmas are issued; per row block
+ *   begin(p, tile), frag(p, tile, col, float2 (&v)[2]) for j = 0..BN/8-1, all threads of a warp together (v[h] =
  *   the pair at rows tile.row[h], columns col and col + 1; tile.j = j, a compile-time constant), end(p, tile);
  *   and flush(p, tile), which one thread per consumer runs after each chunk of 32 columns. Optional members:
  *   kStageUnits, kInUnits, kVecFloats, kColPartials (shared memory the program needs), kMaxStages (a cap on the
  *   ring), and static direct(params) for programs with GeOut outputs. The hooks compose the
  *   primitives of gemm_epilogue.cuh; the main loop never changes. Output tiles go through GeOut: frag() puts
- *   the fragment's two row pairs into a swizzled shared staging slot (kStageUnits 4 KB units per chunk, 2 to 4 buffers), flush()
- *   issues the chunk's TMA store or fp32 add-reduce (cp.async.bulk.tensor / cp.reduce.async.bulk.tensor) without
+ *   the fragment's two row pairs into a swizzled shared staging slot (kStageUnits 4 KB units per chunk, 2 to 4
+ *   buffers; bf16 by the warp's 8 x 8 matrix stores, stmatrix), flush() issues the chunk's TMA store or fp32 add-reduce (cp.async.bulk.tensor / cp.reduce.async.bulk.tensor) without
  *   waiting; a buffer is rewritten only after bulk_wait_read says its stores have read it. kColPartials = true
  *   reserves 8 warps x BN floats of scratch for column partials (cooperative only); kVecFloats, a column vector.
  *   Example (the plain GEMM, gemm_programs.cuh): kStageUnits = 1 (bf16);
@@ -342,7 +343,8 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         tile.srow = 16 * warp + (lane >> 2);
         tile.moff = ge_stage_off((const bf16 *)nullptr, 16 * warp + (lane & 15), 0);
 #pragma unroll
-        for (int h = 0; h < 2; h++) tile.soff32[h] = ge_stage_off((const float *)nullptr, tile.srow + 8 * h, 2 * (lane & 3));
+        for (int h = 0; h < 2; h++)
+            tile.soff32[h] = ge_stage_off((const float *)nullptr, tile.srow + 8 * h, 2 * (lane & 3));
         tile.stage = 0;
         tile.j = 0;
         tile.l2_stream = l2_evict_first_policy();

@@ -228,9 +228,10 @@ __device__ __forceinline__ float2 ge_accum(T *p, long ld, const GeTile &t, int h
 /* An output tile written through shared memory and the TMA unit. The fragments of one 32-column chunk go into a
  * staging slot of the consumer's shared memory (64 rows x 32 columns, swizzled as the tensor map says: bf16 rows
  * of 64 B with the 64-byte swizzle, written by the warp's 8 x 8 matrix stores, 16-byte rows to distinct banks;
- * fp32 rows of 128 B with the 128-byte swizzle, so that a warp's pair writes hit distinct banks); after the chunk the engine has one thread per consumer issue the program's flush(), which
- * stores (or, ACC, adds in L2) the 64 x 32 box with one bulk tensor copy and does not wait for it. The TMA unit
- * drops the box's elements outside [M, N], so edge tiles need no masks. Made on the host by ge_out() (gemm.cu):
+ * fp32 rows of 128 B with the 128-byte swizzle, so that a warp's pair writes hit distinct banks); after the chunk
+ * the engine has one thread per consumer issue the program's flush(), which stores (or, ACC, adds in L2) the
+ * 64 x 32 box with one bulk tensor copy and does not wait for it. The TMA unit drops the box's elements outside
+ * [M, N], so edge tiles need no masks. Made on the host by ge_out() (gemm.cu):
  * where TMA cannot describe the matrix (base not 16-byte aligned, row stride not a multiple of 16 bytes), tma = 0;
  * the program's direct() reports it, and ge_run launches the instantiation in which the same calls store
  * directly from registers. A program using GeOut declares kStageUnits = the sum of its
@@ -438,9 +439,9 @@ struct GeTileIn {
  * bulk stores have read the slots), or load_spread() in during() loads them one slot per k-block of the main loop;
  * slots wholly outside [M, N] are not loaded (all their outputs are masked).
  * wait() in frag() blocks the consumer on the chunk's slot at its first fragment; get(t, v) reads the fragment's
- * two row pairs (warp-wide); put(t, v) writes bf16 pairs over them, and flush_out(o, t) (in the program's flush()) stores the
- * chunk from there by TMA: an output written in place of the input, with no staging of its own. A program using
- * it declares kInUnits = GeTileInTma<BN>::kUnits. (Loading the second row block during the first one's epilogue,
+ * two row pairs (warp-wide); put(t, v) writes bf16 pairs over them, and flush_out(o, t) (in the program's flush())
+ * stores the chunk from there by TMA: an output written in place of the input, with no staging of its own. A
+ * program using it declares kInUnits = GeTileInTma<BN>::kUnits. (Loading the second row block during the first one's epilogue,
  * into the slots that epilogue had freed, needed half the space but cost 20% at K = 2048: RESULTS.md section 5.) */
 template <int BN, int BLOCKS = 2>
 struct GeTileInTma {
@@ -450,7 +451,9 @@ struct GeTileInTma {
     __device__ __forceinline__ static int slot(const GeTile &t) { /* t.j / 4: the chunk */
         return ((t.crow0 - first_row(t)) >> 6) * kSlots + (t.j >> 2);
     }
-    __device__ __forceinline__ static uint32_t addr(const GeTile &t) { return t.in + slot(t) * 4096 + ge_slot_off_bf16(t); }
+    __device__ __forceinline__ static uint32_t addr(const GeTile &t) {
+        return t.in + slot(t) * 4096 + ge_slot_off_bf16(t);
+    }
     /* slot (row block b, chunk q) of the tile: its TMA load, or only the arrival where it lies outside [M, N] */
     __device__ __forceinline__ static void load_slot(const GeOut<bf16> &o, const GeTile &t, int b, int q) {
         uint64_t *bar = t.in_bar + b * kSlots + q;
@@ -491,8 +494,12 @@ struct GeTileInTma {
     __device__ __forceinline__ void wait(const GeTile &t) const {
         if (t.j % 4 == 0) mbar_wait(t.in_bar + slot(t), (loads - 1) & 1);
     }
-    __device__ __forceinline__ void get(const GeTile &t, float2 (&v)[2]) const { ge_ld_shared_bf16_rows(addr(t), v); }
-    __device__ __forceinline__ void put(const GeTile &t, float2 (&v)[2]) const { ge_st_shared_bf16_rows(addr(t), v); }
+    __device__ __forceinline__ void get(const GeTile &t, float2 (&v)[2]) const {
+        ge_ld_shared_bf16_rows(addr(t), v);
+    }
+    __device__ __forceinline__ void put(const GeTile &t, float2 (&v)[2]) const {
+        ge_st_shared_bf16_rows(addr(t), v);
+    }
     __device__ __forceinline__ void flush_out(const GeOut<bf16> &o, const GeTile &t) const {
         ge_out_store_box<false>(o, t, t.in + slot(t) * 4096);
     }
