@@ -247,10 +247,7 @@ struct EpiParts : GeEpilogue {
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         float2 d[2] = {v[0], v[1]};
         ge_out_put(p.C, t, 0, col, d);
-        if (F & 1) {
-            float2 e[2] = {d[0], d[1]};
-            ge_out_put(p.C2, t, 1, col, e);
-        }
+        if (F & 1) ge_out_put(p.C2, t, 1, col, d); /* d is bf16 already: staging it again leaves it as it is */
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             if (F & 4) ge_store(p.C2.ptr, p.C2.ld, t, h, col, d[h]);
@@ -327,7 +324,7 @@ static void bench_epilogue(int M, int N, int K) {
     CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(O)); CK(cudaFree(part)); CK(cudaFree(gamma));
 }
 
-/* ---------------------------------------------------------------- 2e. the extra-tile epilogue on ping-pong */
+/* ---------------------------------------------------------------- 2e, 2E. the extra-tile epilogue in parts */
 
 template <int F, int BN, int SCHED>
 static void epi_variant(const char *name, int M, int N, int K, const std::vector<void *> &A,

@@ -643,7 +643,7 @@ static void test_fused(int M, int N, int K, int N2) {
     dev_free(dZ16), dev_free(dpart), dev_free(dr), dev_free(dZ32);
 }
 
-/* The staging-slot address rule the epilogue relies on (ge_slot_off): moving a fragment (8 columns) along a chunk
+/* The staging-slot address rule the epilogue relies on (ge_slot_off_bf16, ge_slot_off_f32): moving a fragment (8 columns) along a chunk
  * only flips swizzle bits of the first fragment's offset, for every row and thread column pair. */
 static void test_slot_offsets(void) {
     int bad16 = 0, bad32 = 0;
