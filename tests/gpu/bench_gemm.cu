@@ -236,18 +236,25 @@ struct ExtraTileParams {
 /* The extra-tile epilogue split into its parts (F bits): 1 stage a second tile in shared memory (unit 1), 2 store
  * it from there by TMA, 4 store it straight from registers instead, 8 the row partial, 16 a second TMA store of
  * unit 0 (TMA work without the shared-memory writes), 32 the same into C itself (the same L2 lines twice: no
- * more DRAM writes). The first output C is always staged and stored by TMA. */
-template <int F>
+ * more DRAM writes), 64 hold the second tile in registers and store it during the next tile's main loop
+ * (GeOutHeld; cooperative 128 x 256 only). The first output C is always staged and stored by TMA. */
+template <int F, int HELD_START = 1, int HELD_SPACING = 1>
 struct EpiParts : GeEpilogue {
     static constexpr int kStageUnits = (F & 1) ? 2 : 1;
+    static constexpr bool kHeldOutputs = (F & 64) != 0;
     using Params = ExtraTileParams;
-    static bool direct(const Params &p) { return !p.C.tma || ((F & 3) && !p.C2.tma); }
+    static bool direct(const Params &p) { return !p.C.tma || ((F & 67) && !p.C2.tma); }
     GeRowPartial<GeSum> ss;
+    GeOutHeld<256, HELD_START, HELD_SPACING> held;
     __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         float2 d[2] = {v[0], v[1]};
         ge_out_put(p.C, t, 0, col, d);
-        if (F & 1) ge_out_put(p.C2, t, 1, col, d); /* d is bf16 already: staging it again leaves it as it is */
+        /* the second tile: d again (bf16 already), put from a copy whose value as stored goes unused, as a
+         * program's second output usually does (K_res's O) */
+        float2 d2[2] = {d[0], d[1]};
+        if (F & 1) ge_out_put(p.C2, t, 1, col, d2);
+        if (F & 64) held.put(p.C2, t, col, d2);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             if (F & 4) ge_store(p.C2.ptr, p.C2.ld, t, h, col, d[h]);
@@ -262,7 +269,12 @@ struct EpiParts : GeEpilogue {
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
         if (F & 8) ss.store(p.part, p.ldpart, t);
+        if (F & 64) held.hold(t);
     }
+    __device__ __forceinline__ bool stage_held(const Params &, const GeTile &t, int kb, int nk) {
+        return (F & 64) && held.stage(t, kb, nk);
+    }
+    __device__ __forceinline__ void flush_held(const Params &p, const GeTile &t) { held.flush(p.C2, t); }
 };
 
 /* A program with its ring capped at S stages. */
@@ -271,9 +283,12 @@ struct RingCap : P {
     static constexpr int kMaxStages = S;
 };
 
-/* The program of section 2's target: a second bf16 tile (a copy of D) and the row partial sum of squares. With
- * ge_out_direct outputs it is the engine's first epilogue (stores straight from registers), for comparison. */
+/* The program of section 2's target: a second bf16 tile (a copy of D) and the row partial sum of squares, the
+ * second tile staged and stored in the epilogue (either schedule). With ge_out_direct outputs it is the engine's
+ * first epilogue (stores straight from registers), for comparison. On the cooperative schedule the second tile
+ * can instead be held in registers and stored during the next tile's main loop (ExtraTileHeldRowPartial). */
 using ExtraTileRowPartial = EpiParts<11>;
+using ExtraTileHeldRowPartial = EpiParts<72>;
 
 static void bench_epilogue(int M, int N, int K) {
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
@@ -310,9 +325,12 @@ static void bench_epilogue(int M, int N, int K) {
         /* the first version's epilogue: stores straight from registers (cooperative) */
         [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pd.C}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pd, 0); },
+        /* cooperative 128 x 256, the second tile held in registers and stored in the next tile's main loop */
+        [&](int i) { ge_run<ExtraTileHeldRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
     });
     const struct { const char *what; int plain, extra, kres; } row[] = {
-        {"cooperative 128x256 ", 0, 1, 2}, {"cooperative, 3 stages", 3, 4, -1}, {"ping-pong 128x128    ", 5, 6, 7},
+        {"cooperative 128x256, second tile held", 0, 10, -1}, {"cooperative 128x256 ", 0, 1, 2},
+        {"cooperative, 3 stages", 3, 4, -1}, {"ping-pong 128x128    ", 5, 6, 7},
         {"direct stores (first version's), cooperative 128x256", 8, 9, -1}};
     for (auto &r : row) {
         printf("%6d %6d %6d   %s: plain %7.3f ms   +tile+row partial %7.3f ms (%+5.1f%%)", M, N, K, r.what,
@@ -326,12 +344,12 @@ static void bench_epilogue(int M, int N, int K) {
 
 /* ---------------------------------------------------------------- 2e, 2E. the extra-tile epilogue in parts */
 
-template <int F, int BN, int SCHED>
+template <int F, int BN, int SCHED, int HS = 1, int HP = 1>
 static void epi_variant(const char *name, int M, int N, int K, const std::vector<void *> &A,
                         const std::vector<void *> &B, int nset, const ExtraTileParams &p) {
     const char *one = getenv("GE_BENCH_ONE");
     if (one && atoi(one) != F) return;
-    using P = EpiParts<F>;
+    using P = EpiParts<F, HS, HP>;
     using L = GeSmem<P, BN, SCHED>;
     const std::vector<float> t = time_each(
         {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, {p.C}, 0); },
@@ -366,6 +384,13 @@ static void bench_epilogue_variants(int M, int N, int K) {
     epi_variant<3, BN, SCHED>("tile staged + TMA", M, N, K, A, B, nset, p);
     epi_variant<11, BN, SCHED>("tile staged + TMA + row partial", M, N, K, A, B, nset, p);
     epi_variant<12, BN, SCHED>("tile from registers + row partial", M, N, K, A, B, nset, p);
+    if constexpr (SCHED == GE_COOP && BN == 256) {
+        epi_variant<64, BN, SCHED, 1, 1>("tile held, chunk q after k-block 1 + q", M, N, K, A, B, nset, p);
+        epi_variant<64, BN, SCHED, 4, 1>("tile held, chunk q after k-block 4 + q", M, N, K, A, B, nset, p);
+        epi_variant<64, BN, SCHED, 4, 2>("tile held, chunk q after k-block 4 + 2q", M, N, K, A, B, nset, p);
+        epi_variant<64, BN, SCHED, 8, 2>("tile held, chunk q after k-block 8 + 2q", M, N, K, A, B, nset, p);
+        epi_variant<72, BN, SCHED>("tile held (1 + q) + row partial", M, N, K, A, B, nset, p);
+    }
     CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(part));
 }
 

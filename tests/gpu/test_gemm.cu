@@ -326,19 +326,65 @@ struct PColPart : GeEpilogue {
     __device__ void end(const Params &p, const GeTile &t) { ge_col_partial_store(p.pcol, t.N, t, GE_BN); }
 };
 
+/* Primitive 3 (a held output tile): C = bf16(acc) staged by GeOut; H = bf16(2 acc + 1) held in registers and
+ * stored during the next tile's main loop (GeOutHeld, cooperative 128 x 256), or with HELD = false staged and
+ * stored in the epilogue like C. The two H must agree bit for bit. */
+template <bool HELD>
+struct PHeld : GeEpilogue {
+    static constexpr int kStageUnits = HELD ? 1 : 2;
+    static constexpr bool kHeldOutputs = HELD;
+    struct Params { GeOut<bf16> C, H; };
+    static bool direct(const Params &p) { return !p.C.tma || !p.H.tma; }
+    GeOutHeld<GE_BN> held;
+    __device__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        float2 c[2] = {v[0], v[1]}, h[2] = {ge_add(ge_scale(v[0], 2.0f), make_float2(1.0f, 1.0f)),
+                                            ge_add(ge_scale(v[1], 2.0f), make_float2(1.0f, 1.0f))};
+        ge_out_put(p.C, t, 0, col, c);
+        if (HELD)
+            held.put(p.H, t, col, h);
+        else
+            ge_out_put(p.H, t, 1, col, h);
+    }
+    __device__ void flush(const Params &p, const GeTile &t) {
+        ge_out_flush(p.C, t, 0);
+        if (!HELD) ge_out_flush(p.H, t, 1);
+    }
+    __device__ void end(const Params &, const GeTile &t) {
+        if (HELD) held.hold(t);
+    }
+    __device__ bool stage_held(const Params &, const GeTile &t, int kb, int nk) { return HELD && held.stage(t, kb, nk); }
+    __device__ void flush_held(const Params &p, const GeTile &t) { held.flush(p.H, t); }
+};
+
 template <class P>
 static void run_abt(const void *A, const void *B, int M, int N, int K, const typename P::Params &p) {
     ge_run<P, GE_ABT>(A, K, B, K, M, N, K, p, 0);
     CK(cudaDeviceSynchronize());
 }
 
+/* An A.B^T product's random bf16 operands (host and device) and the fp64 product of up to 64 sampled rows. */
+struct AbtCase {
+    float *A, *B;
+    void *dA, *dB;
+    int rows[64], nr;
+    double *acc; /* [nr, N]: the sampled rows of A.B^T */
+    AbtCase(int M, int N, int K) {
+        A = rand_host((size_t)M * K, 0, 1, 1), B = rand_host((size_t)N * K, 0, 1, 1);
+        dA = dev_bf16(A, (size_t)M * K), dB = dev_bf16(B, (size_t)N * K);
+        nr = pick_rows(M, 40, rows);
+        acc = ref_rows(GE_ABT, A, B, M, N, K, rows, nr);
+    }
+    AbtCase(const AbtCase &) = delete;
+    ~AbtCase() { free(A), free(B), free(acc), dev_free(dA), dev_free(dB); }
+};
+
 static void test_primitives(int M, int N, int K) {
     const size_t nc = (size_t)M * N;
-    float *A = rand_host((size_t)M * K, 0, 1, 1), *B = rand_host((size_t)N * K, 0, 1, 1);
-    void *dA = dev_bf16(A, (size_t)M * K), *dB = dev_bf16(B, (size_t)N * K);
-    int rows[64];
-    const int nr = pick_rows(M, 40, rows);
-    double *acc = ref_rows(GE_ABT, A, B, M, N, K, rows, nr);
+    const AbtCase c(M, N, K);
+    const float *A = c.A, *B = c.B;
+    const void *dA = c.dA, *dB = c.dB;
+    const int *rows = c.rows, nr = c.nr;
+    const double *acc = c.acc;
     double *ref = (double *)calloc(nc, sizeof(double)); /* scratch, [nr, N] */
     float *o1 = (float *)dev_alloc(nc * 4), *o2 = (float *)dev_alloc(nc * 4);
     char tag[64];
@@ -464,7 +510,7 @@ static void test_primitives(int M, int N, int K) {
               "primitive accumulate %s: bf16 C += acc rel err %.2e", tag, e);
         free(C0), free(h), dev_free(d16);
     }
-    free(A), free(B), free(acc), free(ref), dev_free(dA), dev_free(dB), dev_free(o1), dev_free(o2);
+    free(ref), dev_free(o1), dev_free(o2);
 }
 
 /* ---------------------------------------------------------------- the fused programs */
@@ -485,6 +531,38 @@ static int same_bytes(const void *a, const void *b, size_t bytes) {
     const int same = memcmp(ha, hb, bytes) == 0;
     free(ha), free(hb);
     return same;
+}
+
+/* The held output (GeOutHeld) against the same output staged in the epilogue, bit for bit, and against fp64 on
+ * sampled rows; alone and in 2-CTA pairs. Shapes: more tiles than CTAs (a tile's held output is stored during the
+ * CTA's next main loop; the last one's after the loop), one k-block (every chunk after the only k-block), ragged
+ * edges, and a row stride TMA cannot describe (the direct path: nothing held). */
+static void test_held(int M, int N, int K) {
+    const size_t nc = (size_t)M * N;
+    const AbtCase c(M, N, K);
+    double *ref = (double *)calloc((size_t)c.nr * N, sizeof(double));
+    for (int i = 0; i < c.nr; i++)
+        for (int n = 0; n < N; n++) ref[(size_t)i * N + n] = 2 * c.acc[(size_t)i * N + n] + 1;
+    void *dC = dev_alloc(nc * 2), *dH = dev_alloc(nc * 2), *dC2 = dev_alloc(nc * 2), *dH2 = dev_alloc(nc * 2);
+    const long tiles = (long)((M + GE_BM - 1) / GE_BM) * ((N + GE_BN - 1) / GE_BN);
+    for (int cl = 0; cl < 2; cl++) {
+        ge_cluster = cl;
+        poison(dC, nc * 2), poison(dH, nc * 2), poison(dC2, nc * 2), poison(dH2, nc * 2);
+        run_abt<PHeld<false>>(c.dA, c.dB, M, N, K, {ge_out((bf16 *)dC2, M, N, N), ge_out((bf16 *)dH2, M, N, N)});
+        run_abt<PHeld<true>>(c.dA, c.dB, M, N, K, {ge_out((bf16 *)dC, M, N, N), ge_out((bf16 *)dH, M, N, N)});
+        const int clusters = ge_last_cluster;
+        float *h = get_bf16(dH, nc);
+        const double e = rel_err_rows(h, ref, c.rows, c.nr, N);
+        const int same = same_bytes(dH, dH2, nc * 2) && same_bytes(dC, dC2, nc * 2);
+        CHECK(all_finite(h, nc) && guards_intact(dH, nc * 2) && guards_intact(dC, nc * 2) && same && e < 5e-3,
+              "held output %d x %d x %d (%ld tiles, %d k-blocks, CTAs in %s%s): 2*acc+1 rel err %.2e, equal to the "
+              "staged output bit for bit: %s", M, N, K, tiles, (K + GE_BK - 1) / GE_BK,
+              clusters == 2 ? "pairs" : "ones", N % 8 ? ", direct stores" : "", e, same ? "yes" : "no");
+        free(h);
+    }
+    ge_cluster = 0;
+    free(ref);
+    dev_free(dC), dev_free(dH), dev_free(dC2), dev_free(dH2);
 }
 
 /* Programmatic dependent launch: the chain K_res -> r -> row-scaled GEMM, REPS times back to back with PDL on two
@@ -697,6 +775,10 @@ int main(void) {
 
     test_primitives(300, 520, 136);
     test_primitives(1000, 777, 64);
+    test_held(4000, 2056, 136); /* 32 x 9 tiles */
+    test_held(2048, 4096, 64);  /* 16 x 16 tiles, one k-block */
+    test_held(1000, 777, 200);  /* row stride of 1554 bytes: direct */
+    test_held(300, 520, 1000);  /* fewer tiles than SMs */
 
     /* The fused programs on each schedule (AUTO: ping-pong at these sizes), alone and in 2-CTA clusters sharing B,
      * ping-pong alone also with the L2 hints; on three shapes, one with a ragged last tile row (1001 rows). */

@@ -6,7 +6,8 @@
  *   contiguous dimension; an MN-major one is read through wgmma's transposed descriptors (tnspA / tnspB = 1).
  * - Tiles and schedules (template parameters BN, SCHED): BM x BN x BK = 128 x BN x 64, BN = 256 or 128. One CTA of
  *   384 threads = 3 warpgroups: warpgroup 0 is the producer (one thread issues TMA loads; setmaxnreg.dec to 40
- *   registers), warpgroups 1 and 2 are consumers (setmaxnreg.inc to 232).
+ *   registers), warpgroups 1 and 2 are consumers (setmaxnreg.inc to 232; ptxas allocates their code within
+ *   that only if the kernel has no trap instruction, hence gemm_epilogue.cuh's ge_fault).
  *   GE_COOP: both consumers work on one tile, consumer c owning rows [64c, 64c + 64): per k16 step one
  *   wgmma.m64nBNk16 each; both then run the tile's epilogue while the tensor cores idle.
  *   GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's tiles c, c + 2, ...): per k16 step two
@@ -57,13 +58,19 @@
  *   tile's main loop; during(p, tile, kb, nk) after each of its k-blocks' wgmmas are issued; per row block
  *   begin(p, tile), frag(p, tile, col, float2 (&v)[2]) for j = 0..BN/8-1, all threads of a warp together (v[h] =
  *   the pair at rows tile.row[h], columns col and col + 1; tile.j = j, a compile-time constant), end(p, tile);
- *   and flush(p, tile), which one thread per consumer runs after each chunk of 32 columns. Optional members:
+ *   and flush(p, tile), which one thread per consumer runs after each chunk of 32 columns. A program with
+ *   kHeldOutputs = true (GeOutHeld: an output tile kept in registers past its epilogue, cooperative schedule)
+ *   also has stage_held(p, tile, kb, nk), run after each k-block's wgmmas of the next tile (and with kb = -1
+ *   after the CTA's last tile), which stages one chunk of it and returns true, or returns false; its chunks then
+ *   go out like the epilogue's (flush_held(p, tile) in one thread), through the same staging buffers in the same
+ *   rotation, so its stores overlap the main loop instead of lengthening the epilogue. Optional members:
  *   kStageUnits, kInUnits, kVecFloats, kColPartials (shared memory the program needs), kMaxStages (a cap on the
  *   ring), and static direct(params) for programs with GeOut outputs. The hooks compose the
  *   primitives of gemm_epilogue.cuh; the main loop never changes. Output tiles go through GeOut: frag() puts
  *   the fragment's two row pairs into a swizzled shared staging slot (kStageUnits 4 KB units per chunk, 2 to 4
- *   buffers; bf16 by the warp's 8 x 8 matrix stores, stmatrix), flush() issues the chunk's TMA store or fp32 add-reduce (cp.async.bulk.tensor / cp.reduce.async.bulk.tensor) without
- *   waiting; a buffer is rewritten only after bulk_wait_read says its stores have read it. kColPartials = true
+ *   buffers; bf16 by the warp's 8 x 8 matrix stores, stmatrix), flush() issues the chunk's TMA store or fp32
+ *   add-reduce (cp.async.bulk.tensor / cp.reduce.async.bulk.tensor) without waiting; a buffer is rewritten only
+ *   after bulk_wait_read says its stores have read it. kColPartials = true
  *   reserves 8 warps x BN floats of scratch for column partials (cooperative only); kVecFloats, a column vector.
  *   Example (the plain GEMM, gemm_programs.cuh): kStageUnits = 1 (bf16);
  *     frag()  { ge_out_put(p.C, t, 0, col, v); }    flush() { ge_out_flush(p.C, t, 0); }
@@ -360,6 +367,36 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         const uint32_t stage_base = smem_u32(smem + L::oEpi + c * L::kEpiPerConsumer);
         int buf = 0; /* GeOut staging buffer of the next chunk */
         Program prog;
+        /* A staged chunk's stores (the epilogue's, or a held output's in the main loop: one rotation of the
+         * buffers for both): the leader lets at most kBufs - 2 earlier chunks' stores still read their buffers,
+         * so that the next chunk's buffer is free; the consumer syncs (its staging writes are done); the leader
+         * issues the chunk's stores without waiting for them, as one bulk group. */
+        auto issue_chunk = [&](bool held) {
+            fence_proxy_async_shared();
+            if constexpr (L::kUnits > 0) {
+                if (leader) bulk_wait_read<L::kBufs - 2>();
+            }
+            named_bar_sync(2 + c, 128);
+            if (leader) {
+                if (held)
+                    prog.flush_held(params, tile);
+                else
+                    prog.flush(params, tile);
+                bulk_commit();
+            }
+            if constexpr (L::kUnits > 0) buf = buf + 1 == L::kBufs ? 0 : buf + 1;
+        };
+        /* A held output's chunks (GeOutHeld), staged while the k-blocks' wgmmas run (kb of nk; -1: drain). */
+        auto stage_held = [&](int kb) {
+            if constexpr (Program::kHeldOutputs) {
+                static_assert(!PP && L::kUnits > 0, "held outputs: cooperative schedule, GeOut staging");
+                for (;;) {
+                    tile.stage = stage_base + buf * (L::kUnits * L::kUnit);
+                    if (!prog.stage_held(params, tile, kb, nk)) break;
+                    issue_chunk(true);
+                }
+            }
+        };
 
         /* the CTA's i-th unit (u = unit0 + i * unit_step) is k-blocks i*nk .. i*nk + nk - 1 of the ring */
         for (int i = PP ? c : 0, u = unit0 + i * unit_step; u < nunits; i += PP ? 2 : 1, u = unit0 + i * unit_step) {
@@ -403,6 +440,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 wgmma_wait<1>();
                 if (kb > 0) ge_release_stage<CL>(&empty[prev], lane, rank);
                 prog.during(params, tile, kb, nk);
+                stage_held(kb);
                 prev = s;
                 if (++s == S) {
                     s = 0;
@@ -444,18 +482,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                                        make_float2(acc[0][4 * j + 2], acc[0][4 * j + 3])};
                         prog.frag(params, tile, tile.col0 + 8 * j, v);
                     }
-                    if constexpr (kFlush) {
-                        fence_proxy_async_shared();
-                        if constexpr (L::kUnits > 0) {
-                            if (leader) bulk_wait_read<L::kBufs - 2>();
-                        }
-                        named_bar_sync(2 + c, 128);
-                        if (leader) {
-                            prog.flush(params, tile);
-                            bulk_commit();
-                        }
-                        if constexpr (L::kUnits > 0) buf = buf + 1 == L::kBufs ? 0 : buf + 1;
-                    }
+                    if constexpr (kFlush) issue_chunk(false);
                 }
                 prog.end(params, tile);
                 if constexpr (MB == 2) {
@@ -464,6 +491,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 }
             }
         }
+        stage_held(-1); /* the last tile's held outputs */
         if constexpr (kFlush) {
             if (leader) bulk_wait<0>();
         }

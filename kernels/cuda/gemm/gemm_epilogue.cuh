@@ -7,8 +7,10 @@
  *                   (per column, over the tile's rows), written as one partial per (row, slice) or (M-tile, column);
  *   5. accumulate:  ge_accum (out += value, fp32 or bf16 out).
  * Output tiles go fastest through GeOut (3 and 5 through shared memory and TMA, asynchronous: the consumers do not
- * wait for global memory), and input tiles through GeTileIn (the whole tile's loads in flight at once, after an
- * L2 prefetch issued before the main loop); ge_load / ge_store / ge_accum are the direct register paths.
+ * wait for global memory) or, for a second output on the cooperative schedule, GeOutHeld (kept in registers and
+ * stored during the next tile's main loop), and input tiles through GeTileIn (the whole tile's loads in flight at
+ * once, after an L2 prefetch issued before the main loop); ge_load / ge_store / ge_accum are the direct register
+ * paths.
  * Every primitive masks rows >= M and columns >= N itself: a fragment of an edge tile may be partly outside. */
 #ifndef GEMM_EPILOGUE_CUH
 #define GEMM_EPILOGUE_CUH
@@ -55,6 +57,22 @@ struct GeTile {
     bool direct;        /* GeOut outputs are stored straight from registers: a compile-time constant of the
                          * kernel (ge_kernel's DIRECT), so the unused path leaves no code in the epilogue */
 };
+
+/* A pair of floats as bf16x2 (round to nearest even; x in the low half), and back. Written as bit operations: going
+ * through __nv_bfloat162's halves cost two byte permutes per pair in the epilogue's SASS. */
+__device__ __forceinline__ uint32_t ge_pack_bf16x2(float2 v) {
+    uint32_t u;
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(u) : "f"(v.y), "f"(v.x));
+    return u;
+}
+__device__ __forceinline__ float2 ge_unpack_bf16x2(uint32_t u) {
+    return make_float2(__uint_as_float(u << 16), __uint_as_float(u & 0xffff0000u));
+}
+
+/* Stops the kernel on a programming error (the launch fails with an illegal-address error): a store through a null
+ * pointer. Not __trap(): a trap anywhere in the kernel makes ptxas allocate the consumers' code within the launch
+ * bound's 168 registers instead of the 232 that setmaxnreg gives them (it then spilled a held output tile). */
+__device__ __forceinline__ void ge_fault() { *(volatile int *)nullptr = 0; }
 
 /* Valid columns of the pair starting at `col` in a matrix of `ncols` columns: 0, 1 or 2. */
 __device__ __forceinline__ int ge_pair_valid(int col, int ncols) {
@@ -267,9 +285,8 @@ __device__ __forceinline__ void ge_st_shared_bf16_rows(uint32_t addr, float2 (&v
     uint32_t u[2];
 #pragma unroll
     for (int h = 0; h < 2; h++) {
-        const __nv_bfloat162 b = __floats2bfloat162_rn(v[h].x, v[h].y);
-        memcpy(&u[h], &b, 4);
-        v[h] = __bfloat1622float2(b);
+        u[h] = ge_pack_bf16x2(v[h]);
+        v[h] = ge_unpack_bf16x2(u[h]);
     }
     stmatrix_x2(addr, u[0], u[1]);
 }
@@ -277,11 +294,7 @@ __device__ __forceinline__ void ge_ld_shared_bf16_rows(uint32_t addr, float2 (&v
     uint32_t u[2];
     ldmatrix_x2(addr, u[0], u[1]);
 #pragma unroll
-    for (int h = 0; h < 2; h++) {
-        __nv_bfloat162 b;
-        memcpy(&b, &u[h], 4);
-        v[h] = __bfloat1622float2(b);
-    }
+    for (int h = 0; h < 2; h++) v[h] = ge_unpack_bf16x2(u[h]);
 }
 
 /* Puts the fragment's pairs (v[h]: row h, columns col, col+1) of output o, staged at unit offset `unit`; all the
@@ -309,20 +322,25 @@ __device__ __forceinline__ void ge_out_put(const GeOut<T> &o, const GeTile &t, i
 }
 
 /* Issues the bulk copy (ACC: the fp32 add-reduce) of the 64 x 32 box staged at shared-window address src into
- * output o at the current chunk's position, with o's L2 policy. */
+ * output o at column col, row row (ge_out_store_box: the current chunk's position), with o's L2 policy. */
 template <bool ACC, class T>
-__device__ __forceinline__ void ge_out_store_box(const GeOut<T> &o, const GeTile &t, uint32_t src) {
+__device__ __forceinline__ void ge_out_store_box_at(const GeOut<T> &o, const GeTile &t, uint32_t src, int col,
+                                                    int row) {
     if (o.hint) {
         if (ACC)
-            tma_reduce_add_2d_hint(&o.map, src, t.chunk_col, t.crow0, t.l2_stream);
+            tma_reduce_add_2d_hint(&o.map, src, col, row, t.l2_stream);
         else
-            tma_store_2d_hint(&o.map, src, t.chunk_col, t.crow0, t.l2_stream);
+            tma_store_2d_hint(&o.map, src, col, row, t.l2_stream);
     } else {
         if (ACC)
-            tma_reduce_add_2d(&o.map, src, t.chunk_col, t.crow0);
+            tma_reduce_add_2d(&o.map, src, col, row);
         else
-            tma_store_2d(&o.map, src, t.chunk_col, t.crow0);
+            tma_store_2d(&o.map, src, col, row);
     }
+}
+template <bool ACC, class T>
+__device__ __forceinline__ void ge_out_store_box(const GeOut<T> &o, const GeTile &t, uint32_t src) {
+    ge_out_store_box_at<ACC>(o, t, src, t.chunk_col, t.crow0);
 }
 
 /* Issues the chunk's bulk copy of output o (the engine calls flush() in one thread per consumer, after a barrier
@@ -331,9 +349,67 @@ __device__ __forceinline__ void ge_out_store_box(const GeOut<T> &o, const GeTile
 template <bool ACC = false, class T>
 __device__ __forceinline__ void ge_out_flush(const GeOut<T> &o, const GeTile &t, int unit) {
     if (t.direct || (ACC && sizeof(T) == 2)) return;
-    if (!o.tma) __trap();
+    if (!o.tma) ge_fault();
     ge_out_store_box<ACC>(o, t, t.stage + unit * 4096);
 }
+
+/* A bf16 output tile held in registers until the next tile's main loop, which stores it (cooperative schedule).
+ * There the epilogue does not overlap the main loop, and a second output tile's TMA stores cost 4-5% at K = 2048
+ * however the epilogue issued them (RESULTS.md section 5, eighth step), while during the main loop the consumers
+ * mostly wait for the tensor cores. put() in frag() keeps the fragment's two row pairs as bf16x2 (BN / 4 registers
+ * for the tile); hold(t) in end() makes the tile pending. The program's stage_held() hook returns stage(t, kb,
+ * nk), which writes the held tile's next 64 x 32 chunk into the staging slot at t.stage (GeOut's bf16 layout) and
+ * returns true: chunk q after k-block START + SPACING q, the rest after the last k-block, and all of them at the
+ * drain after the CTA's last tile (kb < 0). The engine then syncs the consumer and has flush_held() call flush(o,
+ * t), which issues the chunk's TMA store. The chunks pass through the epilogue's staging buffers, in the same
+ * rotation and with the same wait, so buffer reuse needs nothing else. (Starting later, to give the previous
+ * epilogue's stores more time to leave those buffers, measured the same: RESULTS.md section 5, ninth step.) On
+ * the direct path put() stores the pairs straight away and nothing is held. A program using it sets
+ * kHeldOutputs = true. */
+template <int BN, int START = 1, int SPACING = 1>
+struct GeOutHeld {
+    static constexpr int kChunks = BN / 32;
+    uint32_t v[BN / 8][2]; /* [fragment j][row h] */
+    int row0 = 0, col0 = 0; /* the held tile's position: the consumer's first row, the tile's first column */
+    int next = kChunks;     /* the next chunk to stage; kChunks: nothing pending */
+    int cur = 0;            /* the chunk staged last, which flush() stores */
+    __device__ __forceinline__ void put(const GeOut<bf16> &o, const GeTile &t, int col, float2 (&x)[2]) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            if (t.direct) {
+                x[h] = ge_store(o.ptr, o.ld, t, h, col, x[h]);
+            } else {
+                v[t.j][h] = ge_pack_bf16x2(x[h]);
+                x[h] = ge_unpack_bf16x2(v[t.j][h]);
+            }
+        }
+    }
+    __device__ __forceinline__ void hold(const GeTile &t) {
+        if (t.direct) return;
+        row0 = t.crow0;
+        col0 = t.n0;
+        next = 0;
+    }
+    __device__ __forceinline__ bool stage(const GeTile &t, int kb, int nk) {
+        if (next >= kChunks || (kb >= 0 && kb < nk - 1 && kb < START + SPACING * next)) return false;
+        /* one branch per chunk, each with its own registers (compile-time indices); moving the registers down
+         * after each chunk instead compiled to about 150 register copies in every k-block (+15% at K = 2048) */
+#pragma unroll
+        for (int q = 0; q < kChunks; q++) {
+            if (q == next) {
+#pragma unroll
+                for (int jj = 0; jj < 4; jj++)
+                    stmatrix_x2(t.stage + (t.moff ^ (jj << 4)), v[4 * q + jj][0], v[4 * q + jj][1]);
+            }
+        }
+        cur = next++;
+        return true;
+    }
+    __device__ __forceinline__ void flush(const GeOut<bf16> &o, const GeTile &t) const {
+        if (!o.tma) ge_fault();
+        ge_out_store_box_at<false>(o, t, t.stage, col0 + 32 * cur, row0);
+    }
+};
 
 /* Barrier over the threads that own the tile (both consumers, or one in ping-pong). */
 __device__ __forceinline__ void ge_tile_sync(const GeTile &t) { named_bar_sync(t.bar, t.tthreads); }
@@ -424,11 +500,7 @@ struct GeTileIn {
     __device__ __forceinline__ void advance(const GeTile &t) {
         if ((t.j + 1) % GROUP == 0 && t.j + 1 - GROUP + RING < BN / 8) load_frags(t, t.j + 1 - GROUP + RING, GROUP);
     }
-    __device__ __forceinline__ float2 get(const GeTile &t, int h) const {
-        __nv_bfloat162 b;
-        memcpy(&b, &v[t.j % RING][h], 4);
-        return __bfloat1622float2(b);
-    }
+    __device__ __forceinline__ float2 get(const GeTile &t, int h) const { return ge_unpack_bf16x2(v[t.j % RING][h]); }
 };
 
 /* An input tile shaped like the output (bf16, e.g. a residual), brought into the consumer's shared input staging
@@ -512,6 +584,7 @@ struct GeEpilogue {
     static constexpr int kVecFloats = 0;  /* column-vector scratch (GeColStage), floats */
     static constexpr int kInUnits = 0;    /* input-tile staging (GeTileInTma), 4 KB units per consumer */
     static constexpr int kMaxStages = 0;  /* 0: as many ring stages as fit (at most 6, or 4 at BN = 256) */
+    static constexpr bool kHeldOutputs = false; /* GeOutHeld outputs: the engine calls stage_held / flush_held */
     /* true: some GeOut output of these params cannot be a TMA target (ge_out() set tma = 0), so the engine runs
      * the program's direct-store instantiation (cooperative schedule). A program with GeOut outputs defines it. */
     template <class P>
@@ -526,6 +599,12 @@ struct GeEpilogue {
     __device__ __forceinline__ void flush(const P &, const GeTile &) {}
     template <class P>
     __device__ __forceinline__ void end(const P &, const GeTile &) {}
+    /* kHeldOutputs: after each k-block's wgmmas (kb of nk; kb = -1 after the CTA's last tile), stage a held
+     * output's chunk at t.stage and return true, or return false; flush_held() then issues its store */
+    template <class P>
+    __device__ __forceinline__ bool stage_held(const P &, const GeTile &, int, int) { return false; }
+    template <class P>
+    __device__ __forceinline__ void flush_held(const P &, const GeTile &) {}
 };
 
 #endif
