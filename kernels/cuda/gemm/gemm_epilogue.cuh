@@ -371,8 +371,7 @@ struct GeOutHeld {
     static constexpr int kChunks = BN / 32;
     uint32_t v[BN / 8][2]; /* [fragment j][row h] */
     int row0 = 0, col0 = 0; /* the held tile's position: the consumer's first row, the tile's first column */
-    int next = kChunks;     /* the next chunk to stage; kChunks: nothing pending */
-    int cur = 0;            /* the chunk staged last, which flush() stores */
+    int next = kChunks;     /* the next chunk to stage; kChunks: nothing pending (flush() stores next - 1) */
     __device__ __forceinline__ void put(const GeOut<bf16> &o, const GeTile &t, int col, float2 (&x)[2]) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -402,12 +401,12 @@ struct GeOutHeld {
                     stmatrix_x2(t.stage + (t.moff ^ (jj << 4)), v[4 * q + jj][0], v[4 * q + jj][1]);
             }
         }
-        cur = next++;
+        next++;
         return true;
     }
     __device__ __forceinline__ void flush(const GeOut<bf16> &o, const GeTile &t) const {
         if (!o.tma) ge_fault();
-        ge_out_store_box_at<false>(o, t, t.stage, col0 + 32 * cur, row0);
+        ge_out_store_box_at<false>(o, t, t.stage, col0 + 32 * (next - 1), row0);
     }
 };
 
