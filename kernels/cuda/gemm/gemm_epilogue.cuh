@@ -275,8 +275,10 @@ __host__ __device__ __forceinline__ uint32_t ge_stage_off(const float *, int r, 
  * (t.moff: bf16, the lane's row of the warp's 8 x 8 matrices; t.soff32[h]: fp32, the thread's row h): a fragment
  * is 8 columns on, which only flips swizzle bits, ge_stage_off(r, cc + 8 i) == ge_stage_off(r, cc) ^ (i << 4)
  * (bf16) or ^ (i << 5) (fp32) for cc < 8, i < 4 (test_gemm checks it). t.j is a compile-time constant in the
- * unrolled epilogue, so an address costs one XOR instead of the swizzle arithmetic. */
-__device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t) { return t.moff ^ ((t.j & 3) << 4); }
+ * unrolled epilogue, so an address costs one XOR instead of the swizzle arithmetic. ge_slot_off_bf16(t, j): the
+ * same for fragment j of the chunk (GeOutHeld stages chunks outside the epilogue, where t.j is not theirs). */
+__device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t, int j) { return t.moff ^ ((j & 3) << 4); }
+__device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t) { return ge_slot_off_bf16(t, t.j); }
 __device__ __forceinline__ uint32_t ge_slot_off_f32(const GeTile &t, int h) { return t.soff32[h] ^ ((t.j & 3) << 5); }
 
 /* A fragment's two rows (v[h]: the pair of row h) as bf16 in a staging slot, one 8 x 8 matrix instruction for the
@@ -398,7 +400,7 @@ struct GeOutHeld {
             if (q == next) {
 #pragma unroll
                 for (int jj = 0; jj < 4; jj++)
-                    stmatrix_x2(t.stage + (t.moff ^ (jj << 4)), v[4 * q + jj][0], v[4 * q + jj][1]);
+                    stmatrix_x2(t.stage + ge_slot_off_bf16(t, jj), v[4 * q + jj][0], v[4 * q + jj][1]);
             }
         }
         next++;
