@@ -8,9 +8,10 @@ LDLIBS  += -lcjson -lz -lm -fopenmp
 PYTHON  ?= python3
 SHARED  ?= ../shared/data
 
-# The CUDA backend is built when nvcc is on PATH and its sources exist (USE_CUDA=0 forces a CPU-only build).
+# The CUDA backend is built when nvcc is on PATH and its sources exist (USE_CUDA=0 forces a CPU-only build): the
+# unfused table (kernels/cuda), the GEMM-epilogue engine (kernels/cuda/gemm) and the fused table (kernels/cuda/fused).
 NVCC    ?= nvcc
-CUDA_SRC := $(wildcard kernels/cuda/*.cu)
+CUDA_SRC := $(wildcard kernels/cuda/*.cu kernels/cuda/*/*.cu)
 USE_CUDA ?= $(if $(and $(shell command -v $(NVCC) 2>/dev/null),$(CUDA_SRC)),1,0)
 
 LIB_SRC := $(wildcard model/*.c) $(wildcard data/*.c) $(wildcard kernels/cpu/*.c)
@@ -30,10 +31,9 @@ TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
 GPU_TEST_SRC  := $(wildcard tests/gpu/*.c)
 GPU_TEST_BINS := $(patsubst tests/gpu/%.c,build/tests/gpu/%,$(GPU_TEST_SRC))
-# The GEMM-epilogue engine (kernels/cuda/gemm, not yet in the trainer library): its GPU test and benchmark.
-GEMM_SRC  := $(wildcard kernels/cuda/gemm/*.cu)
+# The engine's own GPU test and benchmark (CUDA C++ that instantiates the engine with its test programs).
 ifeq ($(USE_CUDA),1)
-  GPU_TEST_BINS += build/tests/gpu/test_gemm build/tests/gpu/bench_gemm
+  GPU_TEST_BINS += $(patsubst tests/gpu/%.cu,build/tests/gpu/%,$(wildcard tests/gpu/*.cu))
 endif
 
 .PHONY: all test test-gpu gpu-tests data deps clean
@@ -43,7 +43,7 @@ build/%.o: %.c $(wildcard */*.h */*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-build/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h kernels/cuda/*.cuh)
+build/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h kernels/cuda/*.cuh kernels/cuda/*/*.h kernels/cuda/*/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
@@ -61,9 +61,9 @@ build/tests/gpu/%: tests/gpu/%.c build/libtrainer.a tests/test_util.h $(wildcard
 	@mkdir -p build/tests/gpu
 	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
 
-build/tests/gpu/%: tests/gpu/%.cu $(GEMM_SRC) $(wildcard kernels/cuda/gemm/*.cuh kernels/cuda/gemm/*.h) tests/test_util.h $(wildcard tests/gpu/*.h)
+build/tests/gpu/%: tests/gpu/%.cu build/libtrainer.a $(wildcard kernels/cuda/*/*.cuh kernels/cuda/*/*.h) tests/test_util.h $(wildcard tests/gpu/*.h)
 	@mkdir -p build/tests/gpu
-	$(NVCC) $(NVCCFLAGS) $< $(GEMM_SRC) -o $@ -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/lib -lcublas
+	$(NVCC) $(NVCCFLAGS) $< build/libtrainer.a -o $@ -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/lib -lcublas -lcurand
 
 # Every CPU test; the last line is "N passed, N failed".
 test: train $(TEST_BINS)

@@ -16,6 +16,9 @@
 #include "data/dataloader.h"
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
+#ifdef WITH_CUDA
+#include "kernels/cuda/fused/fused_ops.h"
+#endif
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/fsutil.h"
@@ -65,15 +68,17 @@ static double now_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static const Kernels *pick_backend(const char *device) {
+static const Kernels *pick_backend(const char *device, const char *fusion) {
 #ifdef WITH_CUDA
     if (strcmp(device, "cpu") != 0) {
         char why[256];
-        if (kernels_cuda_available(why, sizeof(why))) return &kernels_cuda;
+        if (kernels_cuda_available(why, sizeof(why)))
+            return strcmp(fusion, "off") == 0 ? &kernels_cuda : &kernels_cuda_fused;
         if (strcmp(device, "cuda") == 0) die("--device cuda: no usable GPU (%s)", why);
         fprintf(stderr, "note: no usable GPU (%s): training on the CPU\n", why);
     }
 #else
+    (void)fusion;
     if (strcmp(device, "cuda") == 0)
         die("--device cuda: this ./train was built without the CUDA backend (build with nvcc on PATH)");
 #endif
@@ -182,7 +187,7 @@ static int load_checkpoint(const char *dir, uint64_t step, int argc, char **argv
     char merge_err[ERRLEN];
     if (config_resume_merge(&ckpt, argc, argv, merge_err, sizeof(merge_err))) die("%s", merge_err);
     snprintf(ckpt.train.out_dir, sizeof(ckpt.train.out_dir), "%s", run_dir);
-    const Kernels *k = pick_backend(ckpt.train.device);
+    const Kernels *k = pick_backend(ckpt.train.device, ckpt.train.fusion);
     if (model_create(model, &ckpt.model, k, ckpt.train.batch_size, ckpt.train.seq_len, merge_err, sizeof(merge_err)))
         die("%s", merge_err);
     if (checkpoint_load_state(dir, step, model, state, err, errlen)) {
@@ -329,7 +334,7 @@ int main(int argc, char **argv) {
     } else {
         /* Refuse to mix two runs before anything is built; the old run goes only once the new one is ready. */
         if (run_dir_check_new(run_dir, t->overwrite, err, sizeof(err))) die("%s", err);
-        const Kernels *k = pick_backend(t->device);
+        const Kernels *k = pick_backend(t->device, t->fusion);
         if (model_create(&model, mc, k, B, T, err, sizeof(err))) die("%s", err);
         if (t->init_from[0]) {
             if (hf_import_weights(&model, t->init_from, err, sizeof(err))) die("%s", err);
@@ -367,9 +372,16 @@ int main(int argc, char **argv) {
            mc->tie_word_embeddings ? "tied" : "untied");
     if (resuming) printf("resumed from %s/step_%08llu\n", run_dir, (unsigned long long)start_step);
     else if (t->init_from[0]) printf("initial weights: %s\n", t->init_from);
-    printf("backend: %s; activation arena %.1f MiB; parameter buffers %.1f MiB\n", k->name,
-           model.arena_bytes / 1048576.0,
+    printf("backend: %s%s%s; activation arena %.1f MiB; parameter buffers %.1f MiB\n", k->name,
+           k->detail ? ", " : "", k->detail ? k->detail : "", model.arena_bytes / 1048576.0,
            model.table.n_params * (16.0 + k->act_bytes) / 1048576.0);
+#ifdef WITH_CUDA
+    if (k == &kernels_cuda_fused &&
+        !fused_shape_ok(mc->hidden_size, mc->intermediate_size, config_qkv_dim(mc),
+                        mc->num_attention_heads * mc->head_dim, mc->head_dim))
+        printf("note: this model's dimensions are not all multiples of 8 (or its head dim is not a power of two): the "
+               "GEMMs the fused programs cannot take run unfused\n");
+#endif
     printf("data: %s (%d shards, %llu tokens); batch %d x %d, %d micro-steps = %lld tokens per step\n",
            t->train_data, dataloader_num_shards(train), (unsigned long long)dataloader_num_tokens(train), B, T,
            accum, (long long)step_tokens);

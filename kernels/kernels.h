@@ -2,7 +2,9 @@
  *
  * The model code (model/) calls only these operations, through a table of function pointers (struct Kernels), so it
  * never knows which backend runs them. Backends: kernels/cpu (plain fp32 C with OpenMP, the reference oracle) and,
- * later, kernels/cuda (bf16 activations, fused GEMM epilogues). Nothing here states tiles or launch shapes.
+ * kernels/cuda (bf16 activations; two tables: kernels_cuda_fused, whose GEMMs carry these operations in their
+ * epilogues, and kernels_cuda, cuBLAS GEMMs followed by one-pass kernels). Nothing here states tiles or launch
+ * shapes.
  *
  * Conventions
  * - All matrices are row-major. A weight W of a linear layer is [N, K] (out x in, like torch.nn.Linear), so a
@@ -37,8 +39,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 typedef struct Kernels {
-    const char *name;  /* "cpu" or "cuda" */
+    const char *name;   /* "cpu" or "cuda" */
+    const char *detail; /* which path runs, for the user (the CUDA tables: fusion on or off), or NULL */
     size_t act_bytes;  /* bytes of one act element: 4 (fp32) or 2 (bf16) */
 
     /* ---- memory (device memory for the GPU backend, host memory for the CPU backend) ---- */
@@ -79,13 +86,20 @@ typedef struct Kernels {
     void (*attention_forward)(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
 
     /* LM head and cross-entropy, without the caller materializing logits: logits = r * (O . W^T), O [M,K],
-     * W [V,K]. loss[m] = logsumexp(logits[m]) - logits[m, targets[m]] (fp32, per row).
-     * If dZ != NULL (training), also the gradient of  dscale * sum_m loss[m]  with respect to the logits,
-     * g = dscale * (softmax(logits[m]) - onehot(targets[m])), returned in the form the backward GEMMs use:
-     * dZ [M,V] act = r * g, and c[m] = <logits[m], g[m]> (the RMSNorm-backward row scalar); c is not written
-     * when dZ == NULL. Every target must be in [0, V) (the data loader checks). */
-    void (*lm_head_loss)(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
-                         float *loss, void *dZ, float *c, int M, int V, int K);
+     * W [V,K]. loss[m] = logsumexp(logits[m]) - logits[m, targets[m]] (fp32, per row). Every target must be in
+     * [0, V) (the data loader checks). */
+    void (*lm_head_loss)(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M,
+                         int V, int K);
+
+    /* The same loss, and the backward of the LM head and of the final RMSNorm in the same call (so that no
+     * backend needs the [M, V] gradient of all rows at once). With g = dscale * (softmax(logits[m]) -
+     * onehot(targets[m])) the gradient of  dscale * sum_m loss[m]  with respect to the logits, dZ = r * g and
+     * c[m] = <logits[m], g[m]>: dW [V,K] += dZ^T . O (fp32), and the final norm's backward as gemm_norm_backward
+     * with accumulate == 0 (x [M,K] the norm's input, gamma/dgamma [K]): dres [M,K] = gamma * G - (r^2/K) c x with
+     * G = dZ . W, dgamma += sum_m G x. */
+    void (*lm_head_train)(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
+                          const void *x, const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M,
+                          int V, int K);
 
     /* ---- backward ---- */
 
@@ -98,15 +112,18 @@ typedef struct Kernels {
 
     /* SwiGLU backward in the epilogue of dact = dY . W_down. dY [M,D], W_down [D,F], Z [M,2F] (the forward's Z,
      * interleaved G/U), r [M] (the forward's row scale). With dG = dact * U * silu'(G), dU = dact * silu(G):
-     * dZ [M,2F] = r * (dG, dU) interleaved like Z; c[m] = <Z[m], (dG, dU)[m]>. */
+     * dZ [M,2F] = r * (dG, dU) interleaved like Z; c[m] = <Z[m], (dG, dU)[m]>; act [M,F] = silu(G) * U again,
+     * the same values gemm_swiglu wrote (so the forward need not keep them for the weight gradient). */
     void (*gemm_swiglu_backward)(const void *dY, const void *W_down, const void *Z, const float *r,
-                                 void *dZ, float *c, int M, int D, int F);
+                                 void *dZ, float *c, void *act, int M, int D, int F);
 
     /* Plain data-gradient GEMM: dX = dY . W. dY [M,N], W [N,K], dX [M,K]. */
     void (*gemm_dx)(const void *dY, const void *W, void *dX, int M, int N, int K);
 
-    /* Weight-gradient GEMM: dW += dY^T . X. dY [M,N] act, X [M,K] act, dW [N,K] fp32. */
-    void (*gemm_dw)(const void *dY, const void *X, float *dW, int M, int N, int K);
+    /* Weight-gradient GEMM: dW += (dY^T . X) * col_scale (col_scale [K] fp32 multiplies column k; NULL: 1).
+     * dY [M,N] act, X [M,K] act, dW [N,K] fp32. With X = x and col_scale = gamma this is the gradient of a
+     * weight whose input was O = x * gamma, without O. */
+    void (*gemm_dw)(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K);
 
     /* Attention backward: from dy [B*T, Hq*hd] and the forward's qkv, y, lse, write dqkv [B*T, (Hq+2Hkv)*hd],
      * the gradient with respect to qkv (post-RoPE Q and K), laid out like qkv. */
@@ -145,9 +162,14 @@ typedef struct Kernels {
 
 extern const Kernels kernels_cpu;
 #ifdef WITH_CUDA
-extern const Kernels kernels_cuda;
+extern const Kernels kernels_cuda;       /* cuBLAS GEMMs + one-pass epilogue kernels (--fusion off) */
+extern const Kernels kernels_cuda_fused; /* the GEMM-epilogue programs (--fusion on) */
 /* 1 if a GPU that this build runs on is present (why = its name), else 0 (why = the reason). */
 int kernels_cuda_available(char *why, size_t len);
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif

@@ -56,6 +56,8 @@ static const Option OPTIONS[] = {
     {"out_dir", 'o', OPT_STRING, TS_(out_dir), 0, 0, NULL, "", "run directory (default runs/<config name>)"},
     {"tokenizer", 0, OPT_STRING, TS_(tokenizer), 0, 0, NULL, "auto", "'byte', a tokenizer.model, or 'auto' (the data's meta.json)"},
     {"device", 'd', OPT_STRING, TS_(device), 0, 0, "auto|cpu|cuda", "auto", "where to train"},
+    {"fusion", 0, OPT_STRING, TS_(fusion), 0, 0, "on|off", "on",
+     "CUDA backend: the GEMM-epilogue programs (on) or cuBLAS GEMMs + separate passes (off); the CPU ignores it"},
     {"batch_size", 'b', OPT_INT, T_(batch_size), 1, 1 << 20, NULL, "4", "sequences per micro-batch B"},
     {"seq_len", 't', OPT_INT, T_(seq_len), 1, 1 << 24, NULL, "256", "sequence length T"},
     {"total_batch_tokens", 0, OPT_INT64, T_(total_batch_tokens), 0, BIG, NULL, "0",
@@ -490,7 +492,7 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
 /* Training keys that may change when a run is resumed: they do not change what the next step computes. */
 static const char *RESUME_SAFE_KEYS[] = {"steps", "eval_every", "eval_batches", "sample_every", "sample_tokens",
                                          "sample_prompt", "temperature", "checkpoint_every", "keep_last",
-                                         "export_dtype", "device", "tokenizer", "out_dir", "init_from"};
+                                         "export_dtype", "device", "fusion", "tokenizer", "out_dir", "init_from"};
 
 static int resume_safe(const char *key) {
     for (size_t i = 0; i < sizeof(RESUME_SAFE_KEYS) / sizeof(RESUME_SAFE_KEYS[0]); i++)
@@ -524,7 +526,7 @@ int config_resume_merge(Config *ckpt, int argc, char **argv, char *err, size_t e
         option_format(o, &merged, now, sizeof(now));
         snprintf(err, errlen, "--resume: %s would change from %s (checkpoint %s) to %s; the data, batch, optimizer, "
                  "schedule and seed of a run cannot change when it resumes (only steps, the eval/sample/checkpoint "
-                 "settings, keep_last, export_dtype, device, tokenizer and out_dir can)", o->key, was, ckpt->path,
+                 "settings, keep_last, export_dtype, device, fusion, tokenizer and out_dir can)", o->key, was, ckpt->path,
                  now);
         return -1;
     }

@@ -8,8 +8,11 @@
  *   Zgu = r2 * (O2 . Wgu^T);  act = silu(G) * U    gemm_swiglu
  *   x' = act . Wdown^T + h;  O1' = x' * g1'; r1'   gemm_residual_norm (g1' = the next block's attn_norm or the final
  *                                                  norm)
- * and the LM head + loss read (O_final, r_final). Backward runs the mirror image, with the RMSNorm backward in the
- * epilogue of each data-gradient GEMM (gemm_norm_backward) accumulating into the residual-stream gradient dres. */
+ * and the LM head + loss read (O, r_final); in training the same call runs the LM head's and the final norm's
+ * backward (lm_head_train). The backward of the blocks runs the mirror image, with the RMSNorm backward in the
+ * epilogue of each data-gradient GEMM (gemm_norm_backward) accumulating into the residual-stream gradient dres.
+ * O and act are not saved per layer: a weight gradient takes x and gamma instead of O (gemm_dw's column scale) and
+ * the SwiGLU backward writes act again (docs/DESIGN.md, "Memory"). */
 #include "model/model.h"
 
 #include <math.h>
@@ -107,26 +110,23 @@ static size_t plan_arena(Model *m, char *base) {
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *a = &m->layers[l];
         a->x = take(&cv, M * D * ab);
-        a->O1 = take(&cv, M * D * ab);
         a->r1 = take(&cv, M * 4);
         a->qkv = take(&cv, M * Nqkv * ab);
         a->y = take(&cv, M * Dq * ab);
         a->lse = take(&cv, M * c->num_attention_heads * 4);
         a->h = take(&cv, M * D * ab);
-        a->O2 = take(&cv, M * D * ab);
         a->r2 = take(&cv, M * 4);
         a->Zgu = take(&cv, M * 2 * F * ab);
-        a->act = take(&cv, M * F * ab);
     }
+    m->O = take(&cv, M * D * ab);
+    m->act = take(&cv, M * F * ab);
     m->x_final = take(&cv, M * D * ab);
-    m->O_final = take(&cv, M * D * ab);
     m->r_final = take(&cv, M * 4);
     m->rope_cos = take(&cv, (size_t)m->T * c->head_dim / 2 * 4);
     m->rope_sin = take(&cv, (size_t)m->T * c->head_dim / 2 * 4);
     m->tokens = take(&cv, M * 4);
     m->targets = take(&cv, M * 4);
     m->losses = take(&cv, M * 4);
-    m->dZ_logits = take(&cv, M * V * ab);
     m->dres = take(&cv, M * D * ab);
     m->dZgu = take(&cv, M * 2 * F * ab);
     m->dqkv = take(&cv, M * Nqkv * ab);
@@ -261,14 +261,12 @@ void model_zero_grads(Model *m) { m->k->memset_zero(m->grads, m->table.n_params 
 /* ---------------------------------------------------------------- forward / backward */
 
 /* The activations that the forward pass of block l writes its output into: the next block's input, or the final. */
-static void block_output(Model *m, int l, void **x, void **O, float **r) {
+static void block_output(Model *m, int l, void **x, float **r) {
     if (l + 1 < m->cfg.num_hidden_layers) {
         *x = m->layers[l + 1].x;
-        *O = m->layers[l + 1].O1;
         *r = m->layers[l + 1].r1;
     } else {
         *x = m->x_final;
-        *O = m->O_final;
         *r = m->r_final;
     }
 }
@@ -281,31 +279,36 @@ void model_forward(Model *m, const int32_t *tokens, int B, int T) {
     float eps = (float)c->rms_norm_eps;
     k->copy_to_device(m->tokens, tokens, (size_t)M * sizeof(int32_t));
     LayerActs *a0 = &m->layers[0];
-    k->embed_norm(m->tokens, W(m, PARAM_EMBED, -1), gamma_of(m, PARAM_ATTN_NORM, 0), eps, a0->x, a0->O1, a0->r1, M,
-                  D);
+    k->embed_norm(m->tokens, W(m, PARAM_EMBED, -1), gamma_of(m, PARAM_ATTN_NORM, 0), eps, a0->x, m->O, a0->r1, M, D);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *a = &m->layers[l];
-        void *x_next, *O_next;
+        void *x_next;
         float *r_next;
-        block_output(m, l, &x_next, &O_next, &r_next);
+        block_output(m, l, &x_next, &r_next);
         const float *g_next = l + 1 < c->num_hidden_layers ? gamma_of(m, PARAM_ATTN_NORM, l + 1)
                                                            : gamma_of(m, PARAM_FINAL_NORM, -1);
-        k->gemm_rope(a->O1, W(m, PARAM_WQKV, l), a->r1, m->rope_cos, m->rope_sin, a->qkv, M, Nqkv, D,
+        k->gemm_rope(m->O, W(m, PARAM_WQKV, l), a->r1, m->rope_cos, m->rope_sin, a->qkv, M, Nqkv, D,
                      (Hq + Hkv) * hd, hd, T);
         k->attention_forward(a->qkv, a->y, a->lse, B, T, Hq, Hkv, hd);
-        k->gemm_residual_norm(a->y, W(m, PARAM_WO, l), a->x, gamma_of(m, PARAM_MLP_NORM, l), eps, a->h, a->O2, a->r2,
+        k->gemm_residual_norm(a->y, W(m, PARAM_WO, l), a->x, gamma_of(m, PARAM_MLP_NORM, l), eps, a->h, m->O, a->r2,
                               M, D, Hq * hd);
-        k->gemm_swiglu(a->O2, W(m, PARAM_WGATEUP, l), a->r2, a->Zgu, a->act, M, F, D);
-        k->gemm_residual_norm(a->act, W(m, PARAM_WDOWN, l), a->h, g_next, eps, x_next, O_next, r_next, M, D, F);
+        k->gemm_swiglu(m->O, W(m, PARAM_WGATEUP, l), a->r2, a->Zgu, m->act, M, F, D);
+        k->gemm_residual_norm(m->act, W(m, PARAM_WDOWN, l), a->h, g_next, eps, x_next, m->O, r_next, M, D, F);
     }
 }
 
 double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_scale) {
     const Kernels *k = m->k;
     int M = B * T;
+    const int V = m->cfg.vocab_size, D = m->cfg.hidden_size;
+    ParamKind lm = lm_head_kind(m);
     k->copy_to_device(m->targets, targets, (size_t)M * sizeof(int32_t));
-    k->lm_head_loss(m->O_final, W(m, lm_head_kind(m), -1), m->r_final, m->targets, grad_scale, m->losses,
-                    grad_scale != 0 ? m->dZ_logits : NULL, m->c, M, m->cfg.vocab_size, m->cfg.hidden_size);
+    if (grad_scale != 0)
+        k->lm_head_train(m->O, W(m, lm, -1), m->r_final, m->targets, grad_scale, m->x_final,
+                         gamma_of(m, PARAM_FINAL_NORM, -1), m->losses, grad_of(m, lm, -1), m->dres,
+                         grad_of(m, PARAM_FINAL_NORM, -1), M, V, D);
+    else
+        k->lm_head_loss(m->O, W(m, lm, -1), m->r_final, m->targets, m->losses, M, V, D);
     k->copy_to_host(m->host_losses, m->losses, (size_t)M * sizeof(float));
     double sum = 0;
     for (int i = 0; i < M; i++) sum += m->host_losses[i];
@@ -317,26 +320,22 @@ void model_backward(Model *m, int B, int T) {
     const ModelConfig *c = &m->cfg;
     int M = B * T, D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, hd = c->head_dim;
     int Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, Nqkv = config_qkv_dim(c);
-    ParamKind lm = lm_head_kind(m);
-    /* LM head: dW_lm += dZ^T . O_final; dres = RMSNorm backward of the final norm. */
-    k->gemm_dw(m->dZ_logits, m->O_final, grad_of(m, lm, -1), M, V, D);
-    k->gemm_norm_backward(m->dZ_logits, W(m, lm, -1), gamma_of(m, PARAM_FINAL_NORM, -1), m->r_final, m->c,
-                          m->x_final, m->dres, grad_of(m, PARAM_FINAL_NORM, -1), 0, M, V, D);
+    /* dres holds dL/dx_final (model_loss ran the LM head's and the final norm's backward). */
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         LayerActs *a = &m->layers[l];
-        /* MLP: dres holds dL/dx'. */
-        k->gemm_swiglu_backward(m->dres, W(m, PARAM_WDOWN, l), a->Zgu, a->r2, m->dZgu, m->c, M, D, F);
-        k->gemm_dw(m->dres, a->act, grad_of(m, PARAM_WDOWN, l), M, D, F);
-        k->gemm_dw(m->dZgu, a->O2, grad_of(m, PARAM_WGATEUP, l), M, 2 * F, D);
+        /* MLP: dres holds dL/dx'. The weight gradients take h with gamma as a column scale: O2 = h * g2. */
+        k->gemm_swiglu_backward(m->dres, W(m, PARAM_WDOWN, l), a->Zgu, a->r2, m->dZgu, m->c, m->act, M, D, F);
+        k->gemm_dw(m->dres, m->act, NULL, grad_of(m, PARAM_WDOWN, l), M, D, F);
+        k->gemm_dw(m->dZgu, a->h, gamma_of(m, PARAM_MLP_NORM, l), grad_of(m, PARAM_WGATEUP, l), M, 2 * F, D);
         k->gemm_norm_backward(m->dZgu, W(m, PARAM_WGATEUP, l), gamma_of(m, PARAM_MLP_NORM, l), a->r2, m->c, a->h,
                               m->dres, grad_of(m, PARAM_MLP_NORM, l), 1, M, 2 * F, D);
         /* Attention: dres now holds dL/dh. */
         k->gemm_dx(m->dres, W(m, PARAM_WO, l), m->dy, M, D, Hq * hd);
-        k->gemm_dw(m->dres, a->y, grad_of(m, PARAM_WO, l), M, D, Hq * hd);
+        k->gemm_dw(m->dres, a->y, NULL, grad_of(m, PARAM_WO, l), M, D, Hq * hd);
         k->attention_backward(a->qkv, a->y, a->lse, m->dy, m->dqkv, B, T, Hq, Hkv, hd);
         k->rope_backward(a->qkv, m->dqkv, a->r1, m->rope_cos, m->rope_sin, m->dqkv, m->c, M, Nqkv, (Hq + Hkv) * hd,
                          hd, T);
-        k->gemm_dw(m->dqkv, a->O1, grad_of(m, PARAM_WQKV, l), M, Nqkv, D);
+        k->gemm_dw(m->dqkv, a->x, gamma_of(m, PARAM_ATTN_NORM, l), grad_of(m, PARAM_WQKV, l), M, Nqkv, D);
         k->gemm_norm_backward(m->dqkv, W(m, PARAM_WQKV, l), gamma_of(m, PARAM_ATTN_NORM, l), a->r1, m->c, a->x,
                               m->dres, grad_of(m, PARAM_ATTN_NORM, l), 1, M, Nqkv, D);
     }
@@ -346,7 +345,7 @@ void model_backward(Model *m, int B, int T) {
 void model_last_logits(Model *m, int B, int T, float *logits) {
     const Kernels *k = m->k;
     size_t last = (size_t)B * T - 1, D = m->cfg.hidden_size;
-    k->gemm_rowscale((const char *)m->O_final + last * D * k->act_bytes, W(m, lm_head_kind(m), -1),
+    k->gemm_rowscale((const char *)m->O + last * D * k->act_bytes, W(m, lm_head_kind(m), -1),
                      m->r_final + last, m->logits_row, 1, m->cfg.vocab_size, (int)D);
     k->copy_to_host(logits, m->logits_row, (size_t)m->cfg.vocab_size * sizeof(float));
 }

@@ -38,19 +38,19 @@ typedef struct ParamTable {
     size_t n_decay;
 } ParamTable;
 
-/* Per-layer views of the activations saved by the forward pass (arena pointers; act unless fp32). */
+/* Per-layer views of the activations saved by the forward pass for the backward (arena pointers; act unless
+ * fp32). What is not saved: the norm outputs O = x * gamma (the weight gradients take x and gamma instead) and
+ * SwiGLU's act (the backward's SwiGLU epilogue writes it again); each lives in one buffer that the next GEMM reads
+ * right away. */
 typedef struct LayerActs {
     void *x;      /* [M, D] block input (residual stream) */
-    void *O1;     /* [M, D] x * attn_norm */
     float *r1;    /* [M] */
     void *qkv;    /* [M, (Hq+2Hkv)*hd] after RoPE */
     void *y;      /* [M, Hq*hd] attention output */
     float *lse;   /* [B, Hq, T] */
     void *h;      /* [M, D] after the attention residual */
-    void *O2;     /* [M, D] h * mlp_norm */
     float *r2;    /* [M] */
     void *Zgu;    /* [M, 2F] r2 * (O2 . Wgateup^T) */
-    void *act;    /* [M, F] silu(G) * U */
 } LayerActs;
 
 typedef struct Model {
@@ -66,12 +66,14 @@ typedef struct Model {
     void *arena;
     size_t arena_bytes;
     LayerActs *layers;     /* [L] */
-    void *x_final, *O_final; /* [M, D]: the last block's output and final_norm(x) before r */
-    float *r_final;          /* [M] */
+    void *O;               /* [M, D] the latest RMSNorm output x * gamma (before r), read by the next GEMM; after
+                            * the forward, the final norm's (the LM head's input) */
+    void *act;             /* [M, F] silu(G) * U of the latest SwiGLU (forward, or backward's recomputation) */
+    void *x_final;         /* [M, D] the last block's output */
+    float *r_final;        /* [M] */
     float *rope_cos, *rope_sin; /* [T, hd/2] */
     int32_t *tokens, *targets;  /* [M] on the device */
     float *losses;              /* [M] per-row loss */
-    void *dZ_logits;            /* [M, V] LM head gradient (r * dlogits) */
     void *dres;                 /* [M, D] residual-stream gradient */
     void *dZgu;                 /* [M, 2F] */
     void *dqkv;                 /* [M, (Hq+2Hkv)*hd] */
@@ -93,12 +95,13 @@ void model_set_master(Model *m, const float *host, size_t offset, size_t n);
 
 const ParamView *model_find_param(const Model *m, const char *name);
 
-/* Forward of B sequences of T tokens (host ids), through the final norm (x_final, O_final, r_final). */
+/* Forward of B sequences of T tokens (host ids), through the final norm (x_final, O, r_final). */
 void model_forward(Model *m, const int32_t *tokens, int B, int T);
-/* Mean cross-entropy of the last forward against targets (host ids). With grad_scale != 0 also the LM-head gradient
- * of grad_scale * sum of the row losses (ready for model_backward). */
+/* Mean cross-entropy of the last forward against targets (host ids). With grad_scale != 0 also the backward of the
+ * LM head and the final norm for grad_scale * sum of the row losses: accumulates their gradients into m->grads and
+ * leaves the residual-stream gradient for model_backward. */
 double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_scale);
-/* Backward of the last forward + model_loss(grad_scale != 0): accumulates into m->grads. */
+/* Backward of the blocks after model_loss(grad_scale != 0): accumulates into m->grads. */
 void model_backward(Model *m, int B, int T);
 /* Logits of the last row of the last forward, into host logits[V]. */
 void model_last_logits(Model *m, int B, int T, float *logits);

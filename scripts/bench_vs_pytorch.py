@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""bench_vs_pytorch.py: ./train against a PyTorch reference on the same GPU, in one invocation, on the same config
-and batch (default: configs/llama3_1b.json, Llama-3.2-1B, batch 4 x 2048, one micro-batch per step). Prints ms/step,
-tokens/s, MFU and peak memory of each and the ratio, as a Markdown table.
+"""bench_vs_pytorch.py: ./train with fusion on and with fusion off against a PyTorch reference on the same GPU, in one
+invocation, on the same config and batch (default: configs/llama3_1b.json, Llama-3.2-1B, batch 4 x 2048, one
+micro-batch per step). Prints ms/step, tokens/s, MFU and peak memory of each and the ratios, as a Markdown table,
+and with --json FILE the same rows as a JSON list of {"program": "train_fused" | "train_unfused" |
+"torch_compile" | "torch_eager", "ms_per_step", "tokens_per_s", "peak_gib", "mfu", "gpu", "date"}.
 
-    make && make data && python3 scripts/bench_vs_pytorch.py [--steps 20] [--no-compile]
+    make && make data && python3 scripts/bench_vs_pytorch.py [--steps 20] [--no-compile] [--json FILE]
 
 The PyTorch side is the usual fast recipe: the same LLaMA-3 model (RMSNorm with fp32 statistics, RoPE from
 precomputed cos/sin tables, causal GQA through scaled_dot_product_attention, SwiGLU, tied LM head, mean
@@ -92,10 +94,11 @@ def bench_torch(c, init_std, B, T, steps, warmup, compile_model):
     return ms, peak, n_params, losses[0]
 
 
-def bench_train(config, B, T, steps, warmup, binary):
+def bench_train(config, B, T, steps, warmup, binary, fusion):
     out_dir = tempfile.mkdtemp(prefix="bench_train_")
     cmd = [binary, "-c", config, "-b", str(B), "-t", str(T), "--total-batch-tokens", str(B * T), "-n",
-           str(warmup + steps), "--warmup-steps", "1", "--eval-every", "0", "--sample-every", "0", "-d", "cuda", "-o", out_dir]
+           str(warmup + steps), "--warmup-steps", "1", "--eval-every", "0", "--sample-every", "0", "-d", "cuda",
+           "--fusion", fusion, "-o", out_dir]
     print("running:", " ".join(cmd), flush=True)
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -118,6 +121,8 @@ def main():
     ap.add_argument("--binary", default="./train")
     ap.add_argument("--no-compile", action="store_true", help="PyTorch eager instead of torch.compile")
     ap.add_argument("--skip-torch", action="store_true")
+    ap.add_argument("--skip-unfused", action="store_true", help="./train with fusion on only")
+    ap.add_argument("--json", help="also write the rows to this JSON file")
     a = ap.parse_args()
     raw = json.load(open(a.config))
     c = model_config(raw, a.config)
@@ -126,23 +131,42 @@ def main():
     gpu = torch.cuda.get_device_name()
     print(f"GPU: {gpu}; torch {torch.__version__}; config {a.config}; batch {B} x {T}", flush=True)
 
-    ms_c, peak_c, n_c, loss_c, out = bench_train(a.config, B, T, a.steps, a.warmup, a.binary)
-    print(out[-1500:], flush=True)
-    rows = [("./train (CUDA, unfused)", ms_c, peak_c, n_c, loss_c)]
+    rows = []  # (key, name, ms, peak, params, first loss)
+    for fusion in ("on",) if a.skip_unfused else ("on", "off"):
+        ms_c, peak_c, n_c, loss_c, out = bench_train(a.config, B, T, a.steps, a.warmup, a.binary, fusion)
+        print(out[-1500:], flush=True)
+        key = "train_fused" if fusion == "on" else "train_unfused"
+        name = "./train, fusion on (GEMM-epilogue programs)" if fusion == "on" else "./train, fusion off (cuBLAS + passes)"
+        rows.append((key, name, ms_c, peak_c, n_c, loss_c))
     if not a.skip_torch:
         ms_t, peak_t, n_t, loss_t = bench_torch(c, raw.get("initializer_range", 0.02), B, T, a.steps, a.warmup,
                                                 not a.no_compile)
-        rows.append(("PyTorch " + ("eager" if a.no_compile else "torch.compile"), ms_t, peak_t, n_t, loss_t))
+        rows.append(("torch_eager" if a.no_compile else "torch_compile",
+                     "PyTorch " + ("eager" if a.no_compile else "torch.compile"), ms_t, peak_t, n_t, loss_t))
     print()
     print(f"GPU: {gpu}; {time.strftime('%Y-%m-%d')}; {a.config}, batch {B} x {T} = {tokens} tokens/step; median of "
           f"{a.steps} steps after {a.warmup} warm-up steps")
     print("| program | ms/step | tokens/s | MFU | peak memory (GiB) | first loss |")
     print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    for name, ms, peak, n, loss in rows:
+    records = []
+    date = time.strftime("%Y-%m-%d")
+    for key, name, ms, peak, n, loss in rows:
         mfu = model_flops_per_token(c, n, T) * tokens / (ms * 1e-3) / PEAK_FLOPS
         print(f"| {name} | {ms:.1f} | {tokens / (ms * 1e-3):,.0f} | {mfu * 100:.1f}% | {peak:.1f} | {loss:.3f} |")
-    if len(rows) == 2:
-        print(f"\ntokens/s ratio ./train / PyTorch: {rows[1][1] / rows[0][1]:.2f}x")
+        records.append({"program": key, "ms_per_step": round(ms, 2), "tokens_per_s": round(tokens / (ms * 1e-3)),
+                        "peak_gib": round(peak, 2), "mfu": round(mfu, 4), "gpu": gpu, "date": date})
+    ms_of = {r["program"]: r["ms_per_step"] for r in records}
+    print()
+    if "train_unfused" in ms_of:
+        print(f"fusion on / fusion off step time: {ms_of['train_fused'] / ms_of['train_unfused']:.3f} "
+              f"({(1 - ms_of['train_fused'] / ms_of['train_unfused']) * 100:+.1f}% faster)")
+    for ref in ("torch_compile", "torch_eager"):
+        if ref in ms_of:
+            print(f"tokens/s ratio ./train (fusion on) / PyTorch: {ms_of[ref] / ms_of['train_fused']:.3f}x")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(records, f, indent=1)
+        print(f"wrote {a.json}")
 
 
 if __name__ == "__main__":

@@ -391,67 +391,97 @@ static double ref_total_loss(const double *z, const int32_t *t, int V, double ds
     return dscale * s;
 }
 
+/* The LM head's gradient in double: dZ = r * g and c = <z, g> per row, then the reference outputs of lm_head_train:
+ * dW0 + dZ^T O, dres = gamma G - (r^2/K) c x with G = dZ W, dgamma0 + sum_m G x. */
+static void ref_lm_head_train(const double *z, const int32_t *tgt, const float *r, float dscale, const float *O,
+                              const float *W, const float *x, const float *gamma, const float *dW0,
+                              const float *dgamma0, int V, double *g, double *loss_ref, double *dW_ref,
+                              double *dres_ref, double *dgamma_ref) {
+    double *dZ = zeros_d((size_t)M * V), *c = zeros_d(M), *G = zeros_d((size_t)M * K);
+    for (int m = 0; m < M; m++) {
+        loss_ref[m] = ref_cross_entropy(z + (size_t)m * V, tgt[m], V, dscale, g + (size_t)m * V);
+        c[m] = dot_d(z + (size_t)m * V, g + (size_t)m * V, V);
+        for (int v = 0; v < V; v++) dZ[(size_t)m * V + v] = r[m] * g[(size_t)m * V + v];
+    }
+    for (size_t i = 0; i < (size_t)V * K; i++) dW_ref[i] = dW0[i];
+    for (int v = 0; v < V; v++)
+        for (int m = 0; m < M; m++)
+            for (int k = 0; k < K; k++) dW_ref[(size_t)v * K + k] += dZ[(size_t)m * V + v] * O[(size_t)m * K + k];
+    ref_xw(dZ, to_d(W, (size_t)V * K), G, M, V, K);
+    for (int k = 0; k < K; k++) dgamma_ref[k] = dgamma0[k];
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++) {
+            const size_t i = (size_t)m * K + k;
+            dres_ref[i] = gamma[k] * G[i] - (double)r[m] * r[m] / K * c[m] * x[i];
+            dgamma_ref[k] += G[i] * x[i];
+        }
+}
+
 static void test_lm_head_loss(double logit_scale, const char *label) {
     const int V = 45;
     const float dscale = 0.7f / M;
     const float *O = rand_f((size_t)M * K, 0.0, logit_scale), *W = rand_f((size_t)V * K, 0.0, 1.0);
-    const float *r = rand_f(M, 1.0, 0.5);
+    const float *r = rand_f(M, 1.0, 0.5), *x = rand_f((size_t)M * K, 0.0, 1.0), *gamma = rand_f(K, 1.0, 0.5);
+    const float *dW0 = rand_f((size_t)V * K, 0.0, 1.0), *dgamma0 = rand_f(K, 0.0, 1.0);
     const int32_t *tgt = rand_tokens(M, V);
-    float *loss = nan_f(M), *dZ = nan_f((size_t)M * V), *c = nan_f(M), *loss_only = nan_f(M);
-    kc->lm_head_loss(O, W, r, tgt, dscale, loss, dZ, c, M, V, K);
-    kc->lm_head_loss(O, W, r, tgt, dscale, loss_only, NULL, NULL, M, V, K);
+    float *loss = nan_f(M), *loss_only = nan_f(M), *dres = nan_f((size_t)M * K);
+    float *dW = copy_f(dW0, (size_t)V * K), *dgamma = copy_f(dgamma0, K);
+    kc->lm_head_train(O, W, r, tgt, dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
+    kc->lm_head_loss(O, W, r, tgt, loss_only, M, V, K);
 
-    double *z = zeros_d((size_t)M * V), *g = zeros_d((size_t)M * V), *dZ_ref = zeros_d((size_t)M * V);
-    double *loss_ref = zeros_d(M), *c_ref = zeros_d(M);
+    double *z = zeros_d((size_t)M * V), *g = zeros_d((size_t)M * V), *loss_ref = zeros_d(M);
+    double *dW_ref = zeros_d((size_t)V * K), *dres_ref = zeros_d((size_t)M * K), *dgamma_ref = zeros_d(K);
     ref_xwt(to_d(O, (size_t)M * K), to_d(W, (size_t)V * K), z, M, V, K);
     scale_rows(z, to_d(r, M), M, V);
-    for (int m = 0; m < M; m++) {
-        loss_ref[m] = ref_cross_entropy(z + (size_t)m * V, tgt[m], V, dscale, g + (size_t)m * V);
-        c_ref[m] = dot_d(z + (size_t)m * V, g + (size_t)m * V, V);
-        for (int v = 0; v < V; v++) dZ_ref[(size_t)m * V + v] = r[m] * g[(size_t)m * V + v];
-    }
+    ref_lm_head_train(z, tgt, r, dscale, O, W, x, gamma, dW0, dgamma0, V, g, loss_ref, dW_ref, dres_ref, dgamma_ref);
     char what[160];
-    snprintf(what, sizeof what, "lm_head_loss (%s): loss = lse - logit[target]", label);
+    snprintf(what, sizeof what, "lm_head_train (%s): loss = lse - logit[target]", label);
     check_close(what, loss, loss_ref, M);
-    snprintf(what, sizeof what, "lm_head_loss (%s): dZ = r * dscale * (softmax - onehot)", label);
-    check_close(what, dZ, dZ_ref, (size_t)M * V);
-    snprintf(what, sizeof what, "lm_head_loss (%s): c = <logits, g>", label);
-    check_close(what, c, c_ref, M);
-    snprintf(what, sizeof what, "lm_head_loss (%s): loss without dZ is bitwise the same", label);
+    snprintf(what, sizeof what, "lm_head_train (%s): dW += (r g)^T O with g = dscale (softmax - onehot)", label);
+    check_close(what, dW, dW_ref, (size_t)V * K);
+    snprintf(what, sizeof what, "lm_head_train (%s): dres = gamma G - (r^2/K) c x, G = (r g) W, c = <logits, g>",
+             label);
+    check_close(what, dres, dres_ref, (size_t)M * K);
+    snprintf(what, sizeof what, "lm_head_train (%s): dgamma += sum G x", label);
+    check_close(what, dgamma, dgamma_ref, K);
+    snprintf(what, sizeof what, "lm_head_loss (%s): the loss of lm_head_train, bit for bit", label);
     CHECK(memcmp(loss, loss_only, M * sizeof(float)) == 0, "%s", what);
 
-    /* g against finite differences of dscale * sum_m loss[m] with respect to the logits. */
+    /* the reference g against finite differences of dscale * sum_m loss[m] with respect to the logits */
     const double *u = rand_dir((size_t)M * V);
     const double fd = (ref_total_loss(step_d(z, u, (size_t)M * V, 1.0), tgt, V, dscale) -
                        ref_total_loss(step_d(z, u, (size_t)M * V, -1.0), tgt, V, dscale)) /
                       (2 * FD_STEP);
-    double *g_kernel = to_d(dZ, (size_t)M * V);
-    for (size_t i = 0; i < (size_t)M * V; i++) g_kernel[i] /= r[i / V];
-    snprintf(what, sizeof what, "lm_head_loss (%s): reference g", label);
+    snprintf(what, sizeof what, "lm_head_train (%s): reference g", label);
     check_directional(what, g, u, (size_t)M * V, fd, FD_REF_TOL);
-    snprintf(what, sizeof what, "lm_head_loss (%s): dZ / r", label);
-    check_directional(what, g_kernel, u, (size_t)M * V, fd, FD_TOL);
     free_all();
 }
 
 static void test_lm_head_uniform(void) {
     const int V = 45;
-    const float *O = rand_f((size_t)M * K, 0.0, 1.0), *r = rand_f(M, 1.0, 0.5);
+    const float *O = rand_f((size_t)M * K, 0.0, 1.0), *r = rand_f(M, 1.0, 0.5), *x = rand_f((size_t)M * K, 0.0, 1.0);
+    const float *gamma = rand_f(K, 1.0, 0.5);
     float *W = talloc((size_t)V * K * sizeof(float));
     memset(W, 0, (size_t)V * K * sizeof(float)); /* all logits 0 */
     const int32_t *tgt = rand_tokens(M, V);
-    float *loss = nan_f(M), *dZ = nan_f((size_t)M * V), *c = nan_f(M);
-    kc->lm_head_loss(O, W, r, tgt, 1.0f, loss, dZ, c, M, V, K);
-    double loss_err = 0.0, dZ_err = 0.0, c_max = 0.0;
-    for (int m = 0; m < M; m++) {
-        loss_err = fmax(loss_err, fabs(loss[m] - log((double)V)));
-        for (int v = 0; v < V; v++)
-            dZ_err = fmax(dZ_err, fabs(dZ[(size_t)m * V + v] - r[m] * (1.0 / V - (v == tgt[m]))));
-        c_max = fmax(c_max, fabs(c[m]));
-    }
-    CHECK(loss_err < 1e-6, "lm_head_loss: uniform logits give loss ln(V) (max err %.2e, tol 1e-6)", loss_err);
-    CHECK(dZ_err < 1e-6 && c_max == 0.0,
-          "lm_head_loss: uniform logits give dZ = r (1/V - onehot) (max err %.2e, tol 1e-6) and c = 0", dZ_err);
+    float *loss = nan_f(M), *dres = nan_f((size_t)M * K), *dW = talloc((size_t)V * K * sizeof(float));
+    float *dgamma = talloc(K * sizeof(float));
+    memset(dW, 0, (size_t)V * K * sizeof(float));
+    memset(dgamma, 0, K * sizeof(float));
+    kc->lm_head_train(O, W, r, tgt, 1.0f, x, gamma, loss, dW, dres, dgamma, M, V, K);
+    double loss_err = 0.0, dW_err = 0.0, dres_max = 0.0;
+    for (int m = 0; m < M; m++) loss_err = fmax(loss_err, fabs(loss[m] - log((double)V)));
+    /* dZ = r (1/V - onehot), c = 0; W = 0 makes G and so dres 0 */
+    for (int v = 0; v < V; v++)
+        for (int k = 0; k < K; k++) {
+            double ref = 0.0;
+            for (int m = 0; m < M; m++) ref += r[m] * (1.0 / V - (v == tgt[m])) * O[(size_t)m * K + k];
+            dW_err = fmax(dW_err, fabs(dW[(size_t)v * K + k] - ref));
+        }
+    for (size_t i = 0; i < (size_t)M * K; i++) dres_max = fmax(dres_max, fabs(dres[i]));
+    CHECK(loss_err < 1e-6, "lm_head_train: uniform logits give loss ln(V) (max err %.2e, tol 1e-6)", loss_err);
+    CHECK(dW_err < 1e-5 && dres_max == 0.0,
+          "lm_head_train: uniform logits give dW = sum r (1/V - onehot) O (max err %.2e, tol 1e-5), dres 0", dW_err);
     free_all();
 }
 
@@ -557,8 +587,8 @@ static void test_gemm_swiglu_backward(void) {
     const size_t nz = (size_t)M * 2 * F;
     const float *dY = rand_f((size_t)M * D, 0.0, 1.0), *W_down = rand_f((size_t)D * F, 0.0, 0.5);
     const float *Z = rand_f(nz, 0.0, 3.0), *r = rand_f(M, 1.0, 0.5);
-    float *dZ = nan_f(nz), *c = nan_f(M);
-    kc->gemm_swiglu_backward(dY, W_down, Z, r, dZ, c, M, D, F);
+    float *dZ = nan_f(nz), *c = nan_f(M), *act = nan_f((size_t)M * F), *Zfw = nan_f(nz), *act_fw = nan_f((size_t)M * F);
+    kc->gemm_swiglu_backward(dY, W_down, Z, r, dZ, c, act, M, D, F);
 
     double *Zd = to_d(Z, nz), *Wd = to_d(W_down, (size_t)D * F), *dYd = to_d(dY, (size_t)M * D);
     double *dact = zeros_d((size_t)M * F), *dGU = zeros_d(nz), *dZ_ref = zeros_d(nz), *c_ref = zeros_d(M);
@@ -575,6 +605,14 @@ static void test_gemm_swiglu_backward(void) {
     }
     check_close("gemm_swiglu_backward: dZ = r * (dG, dU)", dZ, dZ_ref, nz);
     check_close("gemm_swiglu_backward: c = <Z, (dG, dU)>", c, c_ref, M);
+    /* act again: the bits gemm_swiglu writes for this Z (a forward whose product is Z: r = 1, W = identity) */
+    float *eye = talloc((size_t)2 * F * 2 * F * sizeof(float)), *ones = talloc(M * sizeof(float));
+    memset(eye, 0, (size_t)2 * F * 2 * F * sizeof(float));
+    for (int i = 0; i < 2 * F; i++) eye[(size_t)i * 2 * F + i] = 1.0f;
+    for (int m = 0; m < M; m++) ones[m] = 1.0f;
+    kc->gemm_swiglu(Z, eye, ones, Zfw, act_fw, M, F, 2 * F);
+    CHECK(memcmp(Zfw, Z, nz * sizeof(float)) == 0 && memcmp(act, act_fw, (size_t)M * F * sizeof(float)) == 0,
+          "gemm_swiglu_backward: act = silu(G) U is bitwise what gemm_swiglu writes for the same Z");
 
     const double *u = rand_dir(nz);
     const double fd = (swiglu_chain_loss(step_d(Zd, u, nz, 1.0), Wd, dYd, D, F) -
@@ -599,22 +637,27 @@ static void test_gemm_dx(void) {
 
 static void test_gemm_dw(void) {
     const float *dY = rand_f((size_t)M * N, 0.0, 1.0), *X = rand_f((size_t)M * K, 0.0, 1.0);
-    const float *dW0 = rand_f((size_t)N * K, 0.0, 5.0);
-    float *dW = copy_f(dW0, (size_t)N * K);
-    kc->gemm_dw(dY, X, dW, M, N, K);
-    double *dW_ref = to_d(dW0, (size_t)N * K);
-    for (int n = 0; n < N; n++)
-        for (int k = 0; k < K; k++)
-            for (int m = 0; m < M; m++)
-                dW_ref[(size_t)n * K + k] += (double)dY[(size_t)m * N + n] * X[(size_t)m * K + k];
-    check_close("gemm_dw: dW += dY^T.X (pre-filled dW)", dW, dW_ref, (size_t)N * K);
-
-    float *dW_1 = copy_f(dW0, (size_t)N * K), *dW_3 = copy_f(dW0, (size_t)N * K);
-    set_threads(1);
-    kc->gemm_dw(dY, X, dW_1, M, N, K);
-    set_threads(3);
-    kc->gemm_dw(dY, X, dW_3, M, N, K);
-    check_same_bits("gemm_dw", dW_1, dW_3, (size_t)N * K * sizeof(float));
+    const float *dW0 = rand_f((size_t)N * K, 0.0, 5.0), *scale = rand_f(K, 1.0, 0.5);
+    for (int scaled = 0; scaled <= 1; scaled++) {
+        const float *cs = scaled ? scale : NULL;
+        float *dW = copy_f(dW0, (size_t)N * K);
+        kc->gemm_dw(dY, X, cs, dW, M, N, K);
+        double *dW_ref = to_d(dW0, (size_t)N * K);
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < K; k++) {
+                double sum = 0.0;
+                for (int m = 0; m < M; m++) sum += (double)dY[(size_t)m * N + n] * X[(size_t)m * K + k];
+                dW_ref[(size_t)n * K + k] += sum * (cs ? cs[k] : 1.0);
+            }
+        check_close(scaled ? "gemm_dw: dW += (dY^T.X) * col_scale (pre-filled dW)" : "gemm_dw: dW += dY^T.X (pre-filled dW)",
+                    dW, dW_ref, (size_t)N * K);
+        float *dW_1 = copy_f(dW0, (size_t)N * K), *dW_3 = copy_f(dW0, (size_t)N * K);
+        set_threads(1);
+        kc->gemm_dw(dY, X, cs, dW_1, M, N, K);
+        set_threads(3);
+        kc->gemm_dw(dY, X, cs, dW_3, M, N, K);
+        check_same_bits(scaled ? "gemm_dw with a column scale" : "gemm_dw", dW_1, dW_3, (size_t)N * K * sizeof(float));
+    }
     free_all();
 }
 

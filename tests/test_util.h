@@ -11,6 +11,7 @@
 
 static int test_failures = 0;
 static int test_passes = 0;
+static const char *test_label __attribute__((unused)) = ""; /* printed before each check's text */
 
 #define CHECK(cond, ...)                                   \
     do {                                                   \
@@ -21,6 +22,7 @@ static int test_passes = 0;
             test_failures++;                               \
             printf("FAIL [%s:%d] ", __FILE__, __LINE__);   \
         }                                                  \
+        printf("%s", test_label);                          \
         printf(__VA_ARGS__);                               \
         printf("\n");                                      \
         fflush(stdout);                                    \

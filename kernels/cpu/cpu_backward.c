@@ -47,9 +47,9 @@ void cpu_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, c
 }
 
 void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
-                              int M, int D, int F) {
+                              void *act, int M, int D, int F) {
     const float *Zf = Z;
-    float *dZf = dZ;
+    float *dZf = dZ, *actf = act;
 #pragma omp parallel
     {
         float *dact = cpu_xmalloc((size_t)CPU_ROW_BLOCK * F * sizeof(float));
@@ -60,7 +60,7 @@ void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z,
             for (int i = 0; i < rows; i++) {
                 const int m = m0 + i;
                 const float *zm = Zf + (size_t)m * 2 * F, *da = dact + (size_t)i * F;
-                float *dzm = dZf + (size_t)m * 2 * F;
+                float *dzm = dZf + (size_t)m * 2 * F, *am = actf + (size_t)m * F;
                 double zdz = 0.0;
                 for (int j = 0; j < F; j++) {
                     /* silu(g) = g s with s = sigmoid(g); silu'(g) = s (1 + g (1 - s)). */
@@ -68,6 +68,7 @@ void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z,
                     const float s = 1.0f / (1.0f + expf(-g));
                     const float dg = da[j] * u * (s * (1.0f + g * (1.0f - s)));
                     const float du = da[j] * (g * s);
+                    am[j] = g / (1.0f + expf(-g)) * u; /* as cpu_gemm_swiglu computes it */
                     zdz += (double)g * dg + (double)u * du;
                     dzm[2 * j] = r[m] * dg;
                     dzm[2 * j + 1] = r[m] * du;
@@ -86,12 +87,27 @@ void cpu_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K) {
                      cpu_min(CPU_ROW_BLOCK, M - m0), N, K);
 }
 
-void cpu_gemm_dw(const void *dY, const void *X, float *dW, int M, int N, int K) {
-    /* Parallel over blocks of dW rows: one thread owns each dW element and sums its M terms in order. */
-#pragma omp parallel for schedule(static)
-    for (int n0 = 0; n0 < N; n0 += CPU_ROW_BLOCK)
-        cpu_gemm_dw_rows((const float *)dY + n0, (size_t)N, X, dW + (size_t)n0 * K, cpu_min(CPU_ROW_BLOCK, N - n0), M,
-                         K);
+void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K) {
+    /* Parallel over blocks of dW rows: one thread owns each dW element and sums its M terms in order (into dW
+     * itself, or with a column scale into scratch that is then scaled and added). */
+#pragma omp parallel
+    {
+        float *part = col_scale ? cpu_xmalloc((size_t)CPU_ROW_BLOCK * K * sizeof(float)) : NULL;
+#pragma omp for schedule(static)
+        for (int n0 = 0; n0 < N; n0 += CPU_ROW_BLOCK) {
+            const int rows = cpu_min(CPU_ROW_BLOCK, N - n0);
+            float *out = dW + (size_t)n0 * K;
+            if (!col_scale) {
+                cpu_gemm_dw_rows((const float *)dY + n0, (size_t)N, X, out, rows, M, K);
+                continue;
+            }
+            memset(part, 0, (size_t)rows * K * sizeof(float));
+            cpu_gemm_dw_rows((const float *)dY + n0, (size_t)N, X, part, rows, M, K);
+            for (int i = 0; i < rows; i++)
+                for (int k = 0; k < K; k++) out[(size_t)i * K + k] += part[(size_t)i * K + k] * col_scale[k];
+        }
+        free(part);
+    }
 }
 
 void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos, const float *rope_sin,

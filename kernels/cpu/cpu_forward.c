@@ -107,9 +107,9 @@ static float cross_entropy_row(const float *z, int target, int V, float r, float
     return (float)(lse - z[target]);
 }
 
-void cpu_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float dscale, float *loss,
-                      void *dZ, float *c, int M, int V, int K) {
-    float *dZf = dZ;
+/* Loss per row (and, with dZ != NULL, dZ = r * g and c = <z, g> per row) of rows [0, M). */
+static void lm_head_rows(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
+                         float *loss, float *dZf, float *c, int M, int V, int K) {
 #pragma omp parallel
     {
         float *logits = cpu_xmalloc((size_t)CPU_ROW_BLOCK * V * sizeof(float));
@@ -127,4 +127,21 @@ void cpu_lm_head_loss(const void *O, const void *W, const float *r, const int32_
         }
         free(logits);
     }
+}
+
+void cpu_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M, int V,
+                      int K) {
+    lm_head_rows(O, W, r, targets, 0.0f, loss, NULL, NULL, M, V, K);
+}
+
+void cpu_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
+                       const void *x, const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M,
+                       int V, int K) {
+    /* the whole [M, V] gradient at once: the CPU runs small configs */
+    float *dZ = cpu_xmalloc((size_t)M * V * sizeof(float)), *c = cpu_xmalloc((size_t)(M > 0 ? M : 1) * sizeof(float));
+    lm_head_rows(O, W, r, targets, dscale, loss, dZ, c, M, V, K);
+    cpu_gemm_dw(dZ, O, NULL, dW, M, V, K);
+    cpu_gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, 0, M, V, K);
+    free(dZ);
+    free(c);
 }

@@ -55,8 +55,11 @@ void cpu_gemm_rope(const void *O, const void *W, const float *r, const float *ro
                    int M, int N, int K, int n_rope_cols, int hd, int T);
 void cpu_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F, int K);
 void cpu_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K);
-void cpu_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float dscale, float *loss,
-                      void *dZ, float *c, int M, int V, int K);
+void cpu_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M, int V,
+                      int K);
+void cpu_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
+                       const void *x, const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M,
+                       int V, int K);
 
 void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
 void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, int B, int T,
@@ -65,9 +68,9 @@ void cpu_attention_backward(const void *qkv, const void *y, const float *lse, co
 void cpu_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
                             const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K);
 void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
-                              int M, int D, int F);
+                              void *act, int M, int D, int F);
 void cpu_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K);
-void cpu_gemm_dw(const void *dY, const void *X, float *dW, int M, int N, int K);
+void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K);
 void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos, const float *rope_sin,
                        void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T);
 void cpu_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V);

@@ -22,6 +22,7 @@ const Kernels kernels_cpu = {
     .gemm_rowscale = cpu_gemm_rowscale,
     .attention_forward = cpu_attention_forward,
     .lm_head_loss = cpu_lm_head_loss,
+    .lm_head_train = cpu_lm_head_train,
 
     .gemm_norm_backward = cpu_gemm_norm_backward,
     .gemm_swiglu_backward = cpu_gemm_swiglu_backward,

@@ -171,4 +171,14 @@ void cuda_gemm_dyw_f32(const void *dY, const void *W, float *dX, int M, int N, i
 /* dW[N,K] (fp32) += dY^T . X. */
 void cuda_gemm_dw_f32(const void *dY, const void *X, float *dW, int M, int N, int K);
 
+/* cuda_norm.cu: deterministic reductions of partials. out[k] += sum over b < n_blocks (in order) of
+ * partial[b, k]; out[m] = sum over t < nparts (in order) of part[m, t]. */
+void cuda_column_sum_add(const float *partial, int n_blocks, float *out, int K);
+void cuda_row_sum(const float *part, int nparts, int M, float *out);
+
+/* cuda_embedding.cu: dE[tokens[m]] += coef[m] * dx[m] (coef NULL: 1) for m < M, deterministic: rows grouped by
+ * token on the host (the tokens are copied back, which waits for the queued work), each group summed in order of
+ * m in fp32 and added once. dx [M, D] bf16 rows (row stride D), dE [V, D] fp32. */
+void cuda_rows_scatter_add(const int32_t *tokens, const float *coef, const void *dx, float *dE, int M, int D, int V);
+
 #endif

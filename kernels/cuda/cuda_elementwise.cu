@@ -79,8 +79,12 @@ extern "C" void cuda_rope_backward(const void *Z, const void *dZ_in, const float
 /* ---------------------------------------------------------------- SwiGLU */
 
 __device__ __forceinline__ float sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
+/* SwiGLU of a (gate, up) pair as stored in Z (bf16-rounded values): the forward and the backward's recomputation
+ * call this on the same values, so they give the same bits. */
+__device__ __forceinline__ float swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
-/* Z[m] = r[m] * Z[m] (in place) and act[m, j] = silu(G_j) * U_j for the interleaved pairs (G_j, U_j). */
+/* Z[m] = r[m] * Z[m] (in place) and act[m, j] = silu(G_j) * U_j for the interleaved pairs (G_j, U_j) of Z as
+ * stored. */
 __global__ void __launch_bounds__(ROW_THREADS) swiglu_rows_kernel(bf16 *Z, const float *r, bf16 *act, int F,
                                                                   bool vec) {
     const long m = blockIdx.x;
@@ -92,10 +96,12 @@ __global__ void __launch_bounds__(ROW_THREADS) swiglu_rows_kernel(bf16 *Z, const
         load8(Z + m * N + col, valid, vec, v);
 #pragma unroll
         for (int p = 0; p < 4; p++) {
-            const float g = scale * v[2 * p], u = scale * v[2 * p + 1];
+            /* as stored: rounded to bf16 */
+            const float g = __bfloat162float(__float2bfloat16(scale * v[2 * p]));
+            const float u = __bfloat162float(__float2bfloat16(scale * v[2 * p + 1]));
             v[2 * p] = g;
             v[2 * p + 1] = u;
-            a[p] = g / (1.0f + expf(-g)) * u;
+            a[p] = swiglu(g, u);
         }
         store8(Z + m * N + col, valid, vec, v);
         store4(act + m * F + col / 2, valid / 2, vec, a);
@@ -112,9 +118,10 @@ extern "C" void cuda_gemm_swiglu(const void *O, const void *W, const float *r, v
 }
 
 /* dZ holds dact [M, F] in fp32 (the same bytes as dZ's bf16 [M, 2F]: dact[m, j] occupies exactly dZ[m, 2j..2j+1]),
- * so each thread reads its dact values and overwrites them with (r dG, r dU). c[m] = <Z[m], (dG, dU)[m]>. */
+ * so each thread reads its dact values and overwrites them with (r dG, r dU). c[m] = <Z[m], (dG, dU)[m]>; act[m] =
+ * silu(G) * U again. */
 __global__ void __launch_bounds__(ROW_THREADS) swiglu_backward_rows_kernel(const bf16 *Z, const float *r, bf16 *dZ,
-                                                                           float *c, int F, bool vec) {
+                                                                           float *c, bf16 *act, int F, bool vec) {
     __shared__ float scratch[32];
     const long m = blockIdx.x;
     const int N = 2 * F;
@@ -123,7 +130,7 @@ __global__ void __launch_bounds__(ROW_THREADS) swiglu_backward_rows_kernel(const
     float dot = 0.0f;
     for (int col = threadIdx.x * 8; col < N; col += blockDim.x * 8) {
         const int valid = min(8, N - col);
-        float z[8], da[4], d[8];
+        float z[8], da[4], d[8], a[4];
         load8(Z + m * N + col, valid, vec, z);
         load4f(dact + col / 2, valid / 2, vec, da);
 #pragma unroll
@@ -134,19 +141,22 @@ __global__ void __launch_bounds__(ROW_THREADS) swiglu_backward_rows_kernel(const
             dot = fmaf(g, dg, fmaf(u, du, dot));
             d[2 * p] = scale * dg;
             d[2 * p + 1] = scale * du;
+            a[p] = swiglu(g, u);
         }
         store8(dZ + m * N + col, valid, vec, d);
+        store4(act + m * F + col / 2, valid / 2, vec, a);
     }
     dot = block_sum(dot, scratch);
     if (threadIdx.x == 0) c[m] = dot;
 }
 
 extern "C" void cuda_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ,
-                                          float *c, int M, int D, int F) {
+                                          float *c, void *act, int M, int D, int F) {
     if (M <= 0) return;
     cuda_gemm_dyw_f32(dY, W_down, (float *)dZ, M, D, F);
-    const bool vec = rows_vec_ok(Z, 2 * F, 2) && rows_vec_ok(dZ, 2 * F, 2);
-    swiglu_backward_rows_kernel<<<M, row_threads(cdiv(2 * F, 8))>>>((const bf16 *)Z, r, (bf16 *)dZ, c, F, vec);
+    const bool vec = rows_vec_ok(Z, 2 * F, 2) && rows_vec_ok(dZ, 2 * F, 2) && rows_vec_ok(act, F, 2);
+    swiglu_backward_rows_kernel<<<M, row_threads(cdiv(2 * F, 8))>>>((const bf16 *)Z, r, (bf16 *)dZ, c, (bf16 *)act,
+                                                                    F, vec);
     LAUNCH_CHECK("swiglu_backward_rows_kernel");
 }
 
@@ -169,6 +179,22 @@ extern "C" void cuda_gemm_dx(const void *dY, const void *W, void *dX, int M, int
     cuda_gemm_dyw_bf16(dY, W, dX, M, N, K);
 }
 
-extern "C" void cuda_gemm_dw(const void *dY, const void *X, float *dW, int M, int N, int K) {
-    cuda_gemm_dw_f32(dY, X, dW, M, N, K);
+/* O[m, k] = X[m, k] * s[k] (bf16, rounded once: the bits the forward's norm pass wrote as O). */
+__global__ void scale_cols_kernel(const bf16 *X, const float *s, bf16 *O, int K) {
+    const long m = blockIdx.y;
+    for (int k = blockIdx.x * blockDim.x + threadIdx.x; k < K; k += gridDim.x * blockDim.x)
+        O[m * K + k] = __float2bfloat16(__bfloat162float(X[m * K + k]) * s[k]);
+}
+
+extern "C" void cuda_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K) {
+    if (!col_scale || M <= 0) {
+        cuda_gemm_dw_f32(dY, X, dW, M, N, K);
+        return;
+    }
+    /* the unfused way: the scaled input in a pass, then cuBLAS */
+    bf16 *O = (bf16 *)cuda_workspace((size_t)M * K * sizeof(bf16));
+    const int bx = cdiv(K, 256) < 64 ? cdiv(K, 256) : 64;
+    scale_cols_kernel<<<dim3(bx, M), 256>>>((const bf16 *)X, col_scale, O, K);
+    LAUNCH_CHECK("scale_cols_kernel");
+    cuda_gemm_dw_f32(dY, O, dW, M, N, K);
 }

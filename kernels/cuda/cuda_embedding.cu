@@ -1,7 +1,8 @@
-/* cuda_embedding.cu: embedding backward, deterministic without atomics. The token ids are brought to the host
- * (M ints, after the backward pass has been queued: the copy waits for it, which costs nothing at the end of the
- * step) and grouped by a stable counting sort; one block per distinct token then adds its rows of dx, in order of m,
- * in fp32 registers, and adds the sum to dE once. */
+/* cuda_embedding.cu: embedding backward (and the LM head's target rows, cuda_rows_scatter_add), deterministic
+ * without atomics. The token ids are brought to the host (M ints, after the backward pass has been queued: the copy
+ * waits for it, which costs nothing at the end of the step) and grouped by a stable counting sort; one block per
+ * distinct token then adds its rows of dx (each times its coefficient), in order of m, in fp32 registers, and adds
+ * the sum to dE once. */
 #include <string.h>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -10,9 +11,10 @@
 #define EMBED_THREADS 128
 
 /* Block u: rows order[seg[u] .. seg[u+1]) of dx all have token seg_token[u]; columns in chunks of 8 per thread. */
-__global__ void __launch_bounds__(EMBED_THREADS) embed_backward_kernel(const bf16 *dx, const int32_t *order,
-                                                                       const int32_t *seg, const int32_t *seg_token,
-                                                                       float *dE, int D, bool vec) {
+__global__ void __launch_bounds__(EMBED_THREADS) embed_backward_kernel(const bf16 *dx, const float *coef,
+                                                                       const int32_t *order, const int32_t *seg,
+                                                                       const int32_t *seg_token, float *dE, int D,
+                                                                       bool vec) {
     const int u = blockIdx.x, begin = seg[u], end = seg[u + 1];
     float *out = dE + (long)seg_token[u] * D;
     for (int col = (blockIdx.y * blockDim.x + threadIdx.x) * 8; col < D; col += gridDim.y * blockDim.x * 8) {
@@ -21,14 +23,15 @@ __global__ void __launch_bounds__(EMBED_THREADS) embed_backward_kernel(const bf1
         for (int i = begin; i < end; i++) {
             float v[8];
             load8(dx + (long)order[i] * D + col, valid, vec, v);
+            const float a = coef ? coef[order[i]] : 1.0f;
 #pragma unroll
-            for (int j = 0; j < 8; j++) acc[j] += v[j];
+            for (int j = 0; j < 8; j++) acc[j] = fmaf(a, v[j], acc[j]);
         }
         for (int j = 0; j < valid; j++) out[col + j] += acc[j];
     }
 }
 
-extern "C" void cuda_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V) {
+void cuda_rows_scatter_add(const int32_t *tokens, const float *coef, const void *dx, float *dE, int M, int D, int V) {
     if (M <= 0) return;
     /* host and device index buffers, grown once to the largest M (and V) seen */
     static int32_t *h_tok, *h_idx, *h_count, *d_idx;
@@ -64,6 +67,10 @@ extern "C" void cuda_embed_backward(const int32_t *tokens, const void *dx, float
     CUDA_CHECK(cudaMemcpy(d_idx, h_idx, (size_t)(2 * M + 1 + n_seg) * sizeof(int32_t), cudaMemcpyHostToDevice));
     const int col_blocks = cdiv(cdiv(D, 8), EMBED_THREADS);
     embed_backward_kernel<<<dim3(n_seg, col_blocks), EMBED_THREADS>>>(
-        (const bf16 *)dx, d_idx, d_idx + M, d_idx + 2 * M + 1, dE, D, rows_vec_ok(dx, D, 2));
+        (const bf16 *)dx, coef, d_idx, d_idx + M, d_idx + 2 * M + 1, dE, D, rows_vec_ok(dx, D, 2));
     LAUNCH_CHECK("embed_backward_kernel");
+}
+
+extern "C" void cuda_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V) {
+    cuda_rows_scatter_add(tokens, NULL, dx, dE, M, D, V);
 }

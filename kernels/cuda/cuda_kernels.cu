@@ -1,10 +1,12 @@
-/* cuda_kernels.cu: the CUDA backend's operation table (bf16 activations, cuBLAS GEMMs followed by one-pass epilogue
- * kernels, FlashAttention-style attention): the unfused first version of the GPU trainer. */
+/* cuda_kernels.cu: the unfused CUDA operation table (--fusion off): bf16 activations, cuBLAS GEMMs followed by
+ * one-pass epilogue kernels, FlashAttention-style attention. The baseline of the fused table (kernels/cuda/fused)
+ * and a second GPU oracle for it. */
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/kernels.h"
 
 extern "C" const Kernels kernels_cuda = {
     .name = "cuda",
+    .detail = "fusion off (cuBLAS GEMMs + separate epilogue passes)",
     .act_bytes = 2,
 
     .alloc = cuda_alloc,
@@ -23,6 +25,7 @@ extern "C" const Kernels kernels_cuda = {
     .gemm_rowscale = cuda_gemm_rowscale,
     .attention_forward = cuda_attention_forward,
     .lm_head_loss = cuda_lm_head_loss,
+    .lm_head_train = cuda_lm_head_train,
 
     .gemm_norm_backward = cuda_gemm_norm_backward,
     .gemm_swiglu_backward = cuda_gemm_swiglu_backward,

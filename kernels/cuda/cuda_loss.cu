@@ -1,8 +1,9 @@
 /* cuda_loss.cu: the LM head and cross-entropy of the unfused path. Rows go in chunks of LM_CHUNK: one cuBLAS GEMM
- * writes the chunk's raw logits O.W^T in bf16, into the dZ rows themselves when training (then transformed in
- * place) or into a backend workspace for evaluation (dZ == NULL); then one block per row computes the log-sum-exp
- * of z = r * logits (online max/sum), the loss, and, when training, dZ = r * dscale * (softmax - onehot) and
- * c = <z, g>. Both paths make the same GEMM calls, so the loss has the same bits with and without dZ. */
+ * writes the chunk's raw logits O.W^T in bf16, into the rows of the [M, V] gradient buffer when training (then
+ * transformed in place) or into a backend workspace for evaluation; then one block per row computes the
+ * log-sum-exp of z = r * logits (online max/sum), the loss, and, when training, dZ = r * dscale * (softmax -
+ * onehot) and c = <z, g>. Both paths make the same GEMM calls, so the loss has the same bits in both. Training
+ * then runs the LM head's weight gradient and the final norm's backward on the whole dZ (cuBLAS + passes). */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -60,15 +61,44 @@ __global__ void __launch_bounds__(CE_THREADS) cross_entropy_rows_kernel(bf16 *lo
     if (threadIdx.x == 0) c[i] = dot;
 }
 
-extern "C" void cuda_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
-                                  float *loss, void *dZ, float *c, int M, int V, int K) {
+static void lm_head_rows(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
+                         float *loss, bf16 *dZ, float *c, int M, int V, int K) {
     bf16 *scratch = dZ ? NULL : (bf16 *)cuda_workspace((size_t)(M < LM_CHUNK ? M : LM_CHUNK) * V * sizeof(bf16));
     for (int m0 = 0; m0 < M; m0 += LM_CHUNK) {
         const int rows = M - m0 < LM_CHUNK ? M - m0 : LM_CHUNK;
-        bf16 *logits = dZ ? (bf16 *)dZ + (size_t)m0 * V : scratch;
+        bf16 *logits = dZ ? dZ + (size_t)m0 * V : scratch;
         cuda_gemm_xwt_bf16((const bf16 *)O + (size_t)m0 * K, W, logits, V, rows, V, K, 0.0f);
         cross_entropy_rows_kernel<<<rows, CE_THREADS>>>(logits, r + m0, targets + m0, dscale, loss + m0, dZ != NULL,
                                                         dZ ? c + m0 : NULL, V, rows_vec_ok(logits, V, 2));
         LAUNCH_CHECK("cross_entropy_rows_kernel");
     }
+}
+
+extern "C" void cuda_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss,
+                                  int M, int V, int K) {
+    lm_head_rows(O, W, r, targets, 0.0f, loss, NULL, NULL, M, V, K);
+}
+
+extern "C" void cuda_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
+                                   const void *x, const float *gamma, float *loss, float *dW, void *dres,
+                                   float *dgamma, int M, int V, int K) {
+    if (M <= 0) return;
+    /* the [M, V] gradient and c, held by the backend (grown to the largest M x V seen; counted in the peak) */
+    static bf16 *dZ;
+    static float *c;
+    static size_t cap;
+    const size_t need = (size_t)M * V;
+    if (need > cap || !c) {
+        if (dZ) {
+            CUDA_CHECK(cudaDeviceSynchronize()); /* earlier kernels may still read the old buffers */
+            cuda_dev_free(dZ);
+            cuda_dev_free(c);
+        }
+        dZ = (bf16 *)cuda_dev_alloc(need * sizeof(bf16));
+        c = (float *)cuda_dev_alloc((size_t)M * sizeof(float));
+        cap = need;
+    }
+    lm_head_rows(O, W, r, targets, dscale, loss, dZ, c, M, V, K);
+    cuda_gemm_dw(dZ, O, NULL, dW, M, V, K);
+    cuda_gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, 0, M, V, K);
 }

@@ -86,13 +86,34 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_backward_rows_kernel(const 
     }
 }
 
-/* dgamma[k] += sum over blocks b (in order) of partial[b, k]. */
-__global__ void column_sum_add_kernel(const float *partial, int n_blocks, float *dgamma, int K) {
+/* out[k] += sum over blocks b (in order) of partial[b, k]. */
+__global__ void column_sum_add_kernel(const float *partial, int n_blocks, float *out, int K) {
     const int k = blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= K) return;
     float s = 0.0f;
     for (int b = 0; b < n_blocks; b++) s += partial[(long)b * K + k];
-    dgamma[k] += s;
+    out[k] += s;
+}
+
+void cuda_column_sum_add(const float *partial, int n_blocks, float *out, int K) {
+    if (K <= 0) return;
+    column_sum_add_kernel<<<cdiv(K, 256), 256>>>(partial, n_blocks, out, K);
+    LAUNCH_CHECK("column_sum_add_kernel");
+}
+
+/* out[m] = sum over t (in order) of part[m, t]. */
+__global__ void row_sum_kernel(const float *part, int nparts, int M, float *out) {
+    const int m = blockIdx.x * blockDim.x + threadIdx.x;
+    if (m >= M) return;
+    float s = 0.0f;
+    for (int t = 0; t < nparts; t++) s += part[(long)m * nparts + t];
+    out[m] = s;
+}
+
+void cuda_row_sum(const float *part, int nparts, int M, float *out) {
+    if (M <= 0) return;
+    row_sum_kernel<<<cdiv(M, 256), 256>>>(part, nparts, M, out);
+    LAUNCH_CHECK("row_sum_kernel");
 }
 
 extern "C" void cuda_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r,
@@ -109,6 +130,5 @@ extern "C" void cuda_gemm_norm_backward(const void *dZ, const void *W, const flo
     norm_backward_rows_kernel<<<n_blocks, NORM_THREADS>>>(G, gamma, r, c, (const bf16 *)x, (bf16 *)dres, partial,
                                                           accumulate, M, K, vec);
     LAUNCH_CHECK("norm_backward_rows_kernel");
-    column_sum_add_kernel<<<cdiv(K, 256), 256>>>(partial, n_blocks, dgamma, K);
-    LAUNCH_CHECK("column_sum_add_kernel");
+    cuda_column_sum_add(partial, n_blocks, dgamma, K);
 }

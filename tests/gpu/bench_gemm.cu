@@ -1,14 +1,16 @@
 /* bench_gemm.cu: the GEMM-epilogue engine against cuBLAS on the same GPU, in one invocation:
  * 1. the Llama-3.2-1B training GEMMs with M = 8192 tokens (forward A.B^T bf16 out, data gradient A.B bf16 out,
- *    weight gradient A^T.B fp32 accumulate) and 8192^3: TFLOP/s of each, ratio, geometric mean; also in CTA pairs;
- * 2. epilogue overhead: plain vs one extra output tile + a row partial reduction, and vs the full K_res program;
- *    (sections "e", "E" and "k", on request: the extra-tile epilogue on ping-pong and cooperative, and K_res on
- *    ping-pong, split into their parts);
+ *    weight gradient A^T.B fp32 accumulate) and 8192^3: TFLOP/s of each, ratio, geometric mean, on the default
+ *    schedule (ge_pick's choice per shape);
+ * 2. epilogue overhead: plain vs one extra output tile + a row partial reduction (staged, held in registers, or
+ *    stored directly), and vs the full K_res program, on either schedule; (sections "e", "E" and "k", on request:
+ *    the extra-tile epilogue on ping-pong and cooperative, and K_res on ping-pong, split into their parts);
  * 3. GEMM-residual-RMSNorm-GEMM on 16384 rows (D = 2048, 4096, 8192): the two bare cuBLAS GEMMs, cuBLAS + simple
- *    separate kernels, and ours: K_res + r + row-scaled GEMM on both schedules and in CTA pairs; and with gamma
- *    folded into the second weight (fold, K_res without O, r, row-scaled GEMM of D) on either schedule or mixed. scripts/bench_gemm_torch.py times
- *    torch.compile. GE_BENCH_SECTIONS picks sections (default "123"; also "c" and "p": section 1 on cooperative
- *    128 x 256 or ping-pong 128 x 128 throughout; GE_BENCH_PAIRS=1 runs section 2's in 2-CTA pairs).
+ *    separate kernels, and ours: K_res + r + row-scaled GEMM on the cooperative and the ping-pong schedule (the
+ *    default, ge_pick's, named), and its parts. scripts/bench_gemm_torch.py times torch.compile.
+ * Environment: GE_BENCH_SECTIONS picks sections (default "123"; also "c" and "p": section 1 on cooperative
+ * 128 x 256 or ping-pong 128 x 128 throughout; "e", "E", "k": section 2's diagnostics); GE_BENCH_D=n runs section
+ * 3 for D = n only; GE_BENCH_ONE=F runs only variant F of sections "e" and "E". --help prints this.
  * Each time is the median of repeated cudaEvent timings after warm-up, on random data, rotating among input sets
  * where one set would fit in L2; what a table compares is timed in turns (time_each). Before timing, each product
  * is compared with cuBLAS (rel err column). */
@@ -175,9 +177,9 @@ struct Shape {
     int M, N, K;
 };
 
-static std::vector<double> ratios, ratios_pair; /* ours / cuBLAS: as configured, and with ge_cluster = 1 */
+static std::vector<double> ratios; /* ours / cuBLAS */
 
-static void bench_shape(const Shape &s) {
+static void bench_shape(const Shape &s, ge_sched sched) {
     const bool f32 = s.l == GE_ATB; /* weight gradients: fp32, accumulated */
     const size_t na = (size_t)s.M * s.K, nb = (size_t)s.N * s.K, nc = (size_t)s.M * s.N;
     const InputSets in(na, nb);
@@ -189,37 +191,30 @@ static void bench_shape(const Shape &s) {
 
     auto ours = [&](int i) {
         if (f32)
-            ge_gemm_f32(s.l, A[i % nset], B[i % nset], (float *)C1, 1, s.M, s.N, s.K, 0);
+            ge_gemm_f32(s.l, A[i % nset], B[i % nset], (float *)C1, 1, s.M, s.N, s.K, sched, 0);
         else
-            ge_gemm_bf16(s.l, A[i % nset], B[i % nset], C1, s.M, s.N, s.K, 0);
-    };
-    auto paired = [&](int i) { /* the same in CTA pairs sharing B (where the tile rows pair up) */
-        ge_cluster = 1;
-        ours(i);
-        ge_cluster = 0;
+            ge_gemm_bf16(s.l, A[i % nset], B[i % nset], C1, s.M, s.N, s.K, sched, 0);
     };
     auto theirs = [&](int i) {
         cublas_gemm(s.l, A[i % nset], B[i % nset], C2, f32 ? CUDA_R_32F : CUDA_R_16BF, s.M, s.N, s.K, f32 ? 1.0f : 0.0f);
     };
     /* correctness first: one product each from zeroed outputs */
-    double err[2];
-    for (int k = 0; k < 2; k++) {
-        CK(cudaMemset(C1, 0, nc * (f32 ? 4 : 2)));
-        CK(cudaMemset(C2, 0, nc * (f32 ? 4 : 2)));
-        k ? paired(0) : ours(0);
-        theirs(0);
-        CK(cudaDeviceSynchronize());
-        err[k] = f32 ? rel_err((const float *)C1, (const float *)C2, nc) : rel_err((const bf16 *)C1, (const bf16 *)C2, nc);
-    }
+    CK(cudaMemset(C1, 0, nc * (f32 ? 4 : 2)));
+    CK(cudaMemset(C2, 0, nc * (f32 ? 4 : 2)));
+    ours(0);
+    theirs(0);
+    CK(cudaDeviceSynchronize());
+    const double err = f32 ? rel_err((const float *)C1, (const float *)C2, nc) : rel_err((const bf16 *)C1, (const bf16 *)C2, nc);
 
-    const std::vector<float> t = time_each({ours, paired, theirs});
+    const std::vector<float> t = time_each({ours, theirs});
     const double flop = 2.0 * s.M * s.N * s.K;
-    const double tf_ours = flop / t[0] * 1e-9, tf_pair = flop / t[1] * 1e-9, tf_blas = flop / t[2] * 1e-9;
+    const double tf_ours = flop / t[0] * 1e-9, tf_blas = flop / t[1] * 1e-9;
     ratios.push_back(tf_ours / tf_blas);
-    ratios_pair.push_back(tf_pair / tf_blas);
-    printf("%-22s %-6s %6d %6d %6d %-9s %8.1f %8.1f %8.1f %6.3f %6.3f %8.1e %8.1e\n", s.name,
-           s.l == GE_ABT ? "A.B^T" : s.l == GE_AB ? "A.B" : "A^T.B", s.M, s.N, s.K, f32 ? "f32 +=" : "bf16", tf_ours,
-           tf_pair, tf_blas, tf_ours / tf_blas, tf_pair / tf_blas, err[0], err[1]);
+    const ge_sched ran = sched == GE_SCHED_AUTO ? ge_pick(GE_PLAIN, s.M, s.N, s.K) : sched;
+    printf("%-22s %-6s %6d %6d %6d %-9s %-8s %8.1f %8.1f %6.3f %8.1e\n", s.name,
+           s.l == GE_ABT ? "A.B^T" : s.l == GE_AB ? "A.B" : "A^T.B", s.M, s.N, s.K, f32 ? "f32 +=" : "bf16",
+           ran == GE_SCHED_COOP256 ? "coop256" : ran == GE_SCHED_COOP128 ? "coop128" : "pp128", tf_ours, tf_blas,
+           tf_ours / tf_blas, err);
     fflush(stdout);
     CK(cudaFree(C1));
     CK(cudaFree(C2));
@@ -303,27 +298,25 @@ static void bench_epilogue(int M, int N, int K) {
     CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
     const ExtraTileParams pc = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part, (N + 127) / 128},
                           pp = pc, pd = {ge_out_direct((bf16 *)C, N), ge_out_direct((bf16 *)C2, N), part, (N + 127) / 128};
-    auto kres = [&](int i, int cfg) {
-        ge_sched_override = cfg;
-        ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, 0);
-        ge_sched_override = GE_CFG_AUTO;
+    auto kres = [&](int i, ge_sched sched) {
+        ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, sched, 0);
     };
     using Plain = GeStore<bf16, false>;
     const std::vector<float> t = time_each({
         /* cooperative 128 x 256 (as many ring stages as fit: 4 plain, 4 with the extra tile, which leaves room for
          * 2 staging buffers per consumer) */
-        [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pc.C}, 0); },
+        [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pc.C}}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
-        [&](int i) { kres(i, GE_CFG_COOP256); },
+        [&](int i) { kres(i, GE_SCHED_COOP256); },
         /* the same with the ring capped at 3 stages: 4 staging buffers for the extra tile */
-        [&](int i) { ge_run<RingCap<Plain, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pc.C}, 0); },
+        [&](int i) { ge_run<RingCap<Plain, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pc.C}}, 0); },
         [&](int i) { ge_run<RingCap<ExtraTileRowPartial, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
         /* ping-pong 128 x 128 (row partials per 128 columns) */
-        [&](int i) { ge_run<Plain, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {pp.C}, 0); },
+        [&](int i) { ge_run<Plain, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {{pp.C}}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, pp, 0); },
-        [&](int i) { kres(i, GE_CFG_PP128); },
+        [&](int i) { kres(i, GE_SCHED_PP128); },
         /* the first version's epilogue: stores straight from registers (cooperative) */
-        [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {pd.C}, 0); },
+        [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pd.C}}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pd, 0); },
         /* cooperative 128 x 256, the second tile held in registers and stored in the next tile's main loop */
         [&](int i) { ge_run<ExtraTileHeldRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
@@ -352,7 +345,7 @@ static void epi_variant(const char *name, int M, int N, int K, const std::vector
     using P = EpiParts<F, HS, HP>;
     using L = GeSmem<P, BN, SCHED>;
     const std::vector<float> t = time_each(
-        {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, {p.C}, 0); },
+        {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, {{p.C}}, 0); },
          [&](int i) { ge_run<P, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0); }});
     const float t0 = t[0], t1 = t[1];
     const double r = t1 / t0;
@@ -405,7 +398,7 @@ struct KResTmaParts : GeEpilogue {
     static constexpr int kInUnits = GeTileInTma<128>::kUnits;
     static constexpr int kVecFloats = 128;
     using Params = GeResNormParams;
-    static bool direct(const Params &p) { return !p.O.tma; }
+    static bool direct(const Params &p) { return !p.out.tail.head.tma; } /* O */
     GeRowPartial<GeSum> ss;
     GeTileInTma<128> res;
     GeColStage<128> gamma;
@@ -434,11 +427,11 @@ struct KResTmaParts : GeEpilogue {
             if (F & 8) ss.add(t, h, col, ge_mul(d[h], d[h]));
             o[h] = (F & 4) ? ge_mul(d[h], g) : d[h];
         }
-        if (!(F & 16)) ge_out_put(p.O, t, 0, col, o);
+        if (!(F & 16)) ge_out_put(p.out.tail.head, t, 0, col, o);
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
-        res.flush_out(p.D, t);
-        if (!(F & 16)) ge_out_flush(p.O, t, 0);
+        res.flush_out(p.out.head, t);
+        if (!(F & 16)) ge_out_flush(p.out.tail.head, t, 0);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
         if (F & 8) ss.store(p.part, p.ldpart, t);
@@ -456,11 +449,19 @@ static void bench_kres_parts(int M, int N, int K) {
     CK(cudaMalloc(&O, nc * 2));
     CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
     std::vector<GeResNormParams> p(nset);
-    for (int i = 0; i < nset; i++)
-        p[i] = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)R[i], gamma, part, N,
-                (N + 127) / 128, ge_out((bf16 *)R[i], M, N, N)};
+    for (int i = 0; i < nset; i++) {
+        p[i] = {};
+        p[i].out.head = ge_out((bf16 *)C, M, N, N);
+        p[i].out.tail.head = ge_out((bf16 *)O, M, N, N);
+        p[i].res = (const bf16 *)R[i];
+        p[i].gamma = gamma;
+        p[i].part = part;
+        p[i].ld = N;
+        p[i].ldpart = (N + 127) / 128;
+        p[i].R = ge_out((bf16 *)R[i], M, N, N);
+    }
 #define KRP(P) [&](int i) { ge_run<P, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p[i % nset], 0); }
-    const GeStore<bf16, false>::Params ps = {p[0].D};
+    const GeStore<bf16, false>::Params ps = {{p[0].out.head}};
     const std::vector<float> t = time_each({
         [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
         [&](int i) { ge_run<RingCap<GeStore<bf16, false>, 4>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
@@ -512,13 +513,11 @@ static __global__ void residual_rmsnorm_kernel(const bf16 *t, const bf16 *res, c
 static void bench_norm_pattern(int M, int D) {
     const size_t nx = (size_t)M * D, nw = (size_t)D * D;
     void *X = rand_bf16(nx, 1.0f), *res = rand_bf16(nx, 1.0f), *W1 = rand_bf16(nw, 0.02f), *W2 = rand_bf16(nw, 0.02f);
-    void *W2g; /* W2 with gamma folded in */
-    CK(cudaMalloc(&W2g, nw * 2));
     float *gamma = const_f32(D, 1.0f), *part, *r;
     void *T, *H, *Y, *Z, *Z2;
     CK(cudaMalloc(&T, nx * 2)); CK(cudaMalloc(&H, nx * 2)); CK(cudaMalloc(&Y, nx * 2));
     CK(cudaMalloc(&Z, nx * 2)); CK(cudaMalloc(&Z2, nx * 2));
-    CK(cudaMalloc(&part, (size_t)M * ((D + 127) / 128) * 4)); CK(cudaMalloc(&r, (size_t)M * 4));
+    CK(cudaMalloc(&part, (size_t)M * ge_row_parts(D) * 4)); CK(cudaMalloc(&r, (size_t)M * 4));
     const float eps = 1e-5f;
     auto bare = [&](int) {
         cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f);
@@ -529,71 +528,73 @@ static void bench_norm_pattern(int M, int D) {
         residual_rmsnorm_kernel<<<M, 256>>>((const bf16 *)T, (const bf16 *)res, gamma, eps, (bf16 *)H, (bf16 *)Y, D);
         cublas_gemm(GE_ABT, Y, W2, Z, CUDA_R_16BF, M, D, D, 0.0f);
     };
-    /* ours: K_res and the r kernel on schedule cfg (its partials' count follows it), the row-scaled GEMM on
-     * schedule zcfg, with plain launches (the default) or PDL, in CTA pairs sharing B or not; or, folded: gamma
-     * folded into W2 (timed in every call, though training would fold once per optimizer step), K_res without O,
-     * r, Z = r * (H . W2g^T) */
-    auto fused = [&](int, int cfg, int zcfg, int pdl, int pair, int folded) {
-        ge_sched_override = cfg;
-        ge_pdl = pdl;
-        ge_cluster = pair;
-        if (folded) {
-            ge_fold_gamma(W2, gamma, W2g, D, D, 0);
-            ge_gemm_res_rms(X, W1, res, H, part, M, D, D, 0);
-        } else {
-            ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0);
-        }
+    /* ours: K_res, the r kernel and the row-scaled GEMM, both GEMMs on schedule sched */
+    auto fused = [&](int, ge_sched sched) {
+        ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, sched, 0);
         ge_rms_finish(part, M, D, eps, r, 0);
-        ge_sched_override = zcfg;
-        ge_gemm_rowscale(folded ? H : Y, folded ? W2g : W2, r, Z2, 0, M, D, D, 0);
-        ge_sched_override = GE_CFG_AUTO;
-        ge_pdl = 0;
-        ge_cluster = 0;
+        ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, sched, 0);
     };
     separate(0);
-    enum { NV = 7 };
-    const int C = GE_CFG_COOP256, P = GE_CFG_PP128, A = GE_CFG_AUTO; /* A: the launchers' own choice */
-    const int var[NV][5] = {{C, C, 0, 0, 0}, {P, P, 0, 0, 0}, {P, P, 0, 1, 0}, {A, A, 0, 0, 1},
-                            {A, A, 1, 0, 1}, {P, P, 0, 0, 1}, {C, C, 0, 0, 1}};
-    const char *vname[NV] = {"cooperative", "ping-pong", "ping-pong pairs", "gamma folded (default schedule)",
-                             "folded with PDL", "folded ping-pong", "folded cooperative"};
+    enum { NV = 2 };
+    const ge_sched var[NV] = {GE_SCHED_COOP256, GE_SCHED_PP128};
+    const char *vname[NV] = {"cooperative", "ping-pong"};
+    const ge_sched dflt = ge_pick(GE_RESIDUAL, M, D, D); /* K_res's (the row-scaled GEMM: ge_pick(GE_FUSED, ...)) */
     double err[NV];
     for (int k = 0; k < NV; k++) {
         CK(cudaMemset(Z2, 0xFF, nx * 2)); /* NaN: an unwritten element shows */
-        fused(0, var[k][0], var[k][1], var[k][2], var[k][3], var[k][4]);
+        fused(0, var[k]);
         CK(cudaDeviceSynchronize());
         err[k] = rel_err((const bf16 *)Z2, (const bf16 *)Z, nx);
     }
     std::vector<std::function<void(int)>> fs = {bare, separate};
-    for (int k = 0; k < NV; k++) fs.push_back([&, k](int i) { fused(i, var[k][0], var[k][1], var[k][2], var[k][3], var[k][4]); });
+    for (int k = 0; k < NV; k++) fs.push_back([&, k](int i) { fused(i, var[k]); });
     const std::vector<float> t = time_each(fs);
     printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours:", M, D, t[0], t[1],
            t[1] / t[0]);
-    for (int k = 0; k < NV; k++) printf("%s %s %7.3f ms (%.3fx)", k ? "," : "", vname[k], t[2 + k], t[2 + k] / t[0]);
+    for (int k = 0; k < NV; k++)
+        printf("%s %s%s %7.3f ms (%.3fx)", k ? "," : "", vname[k], var[k] == dflt ? " (the default)" : "", t[2 + k],
+               t[2 + k] / t[0]);
     printf("   rel err");
     for (int k = 0; k < NV; k++) printf(" %.1e", err[k]);
     printf("\n");
-    /* the parts of ours (the default schedules, plain launches), against one bare GEMM */
+    /* the parts of ours on either schedule, against one bare GEMM */
     const std::vector<float> u = time_each({[&](int) { cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f); },
-                                            [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, 0); },
-                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, 0); },
-                                            [&](int) { ge_gemm_res_rms(X, W1, res, H, part, M, D, D, 0); },
+                                            [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, GE_SCHED_AUTO, 0); },
                                             [&](int) { ge_rms_finish(part, M, D, eps, r, 0); },
-                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, 0); },
-                                            [&](int) { ge_fold_gamma(W2, gamma, W2g, D, D, 0); },
-                                            [&](int) { ge_sched_override = C; ge_gemm_res_rms(X, W1, res, H, part, M, D, D, 0); ge_sched_override = GE_CFG_AUTO; },
-                                            [&](int) { ge_sched_override = C; ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, 0); ge_sched_override = GE_CFG_AUTO; }});
-    printf("%6d %5d   parts: one cuBLAS GEMM %7.3f ms, ours plain %7.3f ms (%.3fx), K_res %7.3f ms (%.3fx), "
-           "K_res without O %7.3f ms (%.3fx), r %7.3f ms, row-scaled GEMM %7.3f ms (%.3fx), fold %7.3f ms; "
-           "cooperative: K_res without O %7.3f ms (%.3fx), row-scaled GEMM %7.3f ms (%.3fx)\n",
-           M, D, u[0], u[1], u[1] / u[0], u[2], u[2] / u[0], u[3], u[3] / u[0], u[4], u[5], u[5] / u[0], u[6], u[7],
-           u[7] / u[0], u[8], u[8] / u[0]);
+                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, GE_SCHED_COOP256, 0); },
+                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, GE_SCHED_PP128, 0); },
+                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, GE_SCHED_COOP256, 0); },
+                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, GE_SCHED_PP128, 0); }});
+    printf("%6d %5d   parts: one cuBLAS GEMM %7.3f ms, ours plain %7.3f ms (%.3fx), r %7.3f ms; K_res: cooperative "
+           "%7.3f ms (%.3fx), ping-pong %7.3f ms (%.3fx); row-scaled GEMM: cooperative %7.3f ms (%.3fx), ping-pong "
+           "%7.3f ms (%.3fx)\n",
+           M, D, u[0], u[1], u[1] / u[0], u[2], u[3], u[3] / u[0], u[4], u[4] / u[0], u[5], u[5] / u[0], u[6],
+           u[6] / u[0]);
     fflush(stdout);
-    CK(cudaFree(X)); CK(cudaFree(res)); CK(cudaFree(W1)); CK(cudaFree(W2)); CK(cudaFree(W2g)); CK(cudaFree(gamma));
+    CK(cudaFree(X)); CK(cudaFree(res)); CK(cudaFree(W1)); CK(cudaFree(W2)); CK(cudaFree(gamma));
     CK(cudaFree(T)); CK(cudaFree(H)); CK(cudaFree(Y)); CK(cudaFree(Z)); CK(cudaFree(Z2)); CK(cudaFree(part)); CK(cudaFree(r));
 }
 
-int main(void) {
+static const char usage[] =
+    "usage: bench_gemm (no arguments: the settings come from the environment)\n"
+    "  GE_BENCH_SECTIONS  the sections to run (default \"123\"):\n"
+    "                       1  the training GEMMs vs cuBLAS, on the default schedule (ge_pick's per shape)\n"
+    "                       c  the same on cooperative 128 x 256 throughout\n"
+    "                       p  the same on ping-pong 128 x 128 throughout\n"
+    "                       2  epilogue overhead: an extra output tile + a row partial, and K_res, vs the plain GEMM\n"
+    "                       e  the extra-tile epilogue on ping-pong 128 x 128, parts left out\n"
+    "                       E  the same on cooperative 128 x 256 (also the tile held in registers)\n"
+    "                       k  K_res on ping-pong, parts left out\n"
+    "                       3  GEMM-residual-RMSNorm-GEMM: K_res + r + row-scaled GEMM vs two cuBLAS GEMMs\n"
+    "  GE_BENCH_D=n       section 3 for D = n only (2048, 4096 or 8192)\n"
+    "  GE_BENCH_ONE=F     sections e and E: only the variant with parts F (EpiParts' flag bits)\n";
+
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        const bool help = !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h");
+        fputs(usage, help ? stdout : stderr);
+        return help ? 0 : 2;
+    }
     alarm(400); /* a deadlock ends the benchmark instead of the machine's lease */
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
@@ -611,29 +612,25 @@ int main(void) {
     for (auto &x : lin) shapes.push_back({x.name, GE_ATB, x.N, x.K, T});  /* dW += dY^T.X */
     shapes.push_back({"8192^3", GE_ABT, 8192, 8192, 8192});
 
-    /* Section 1 with the default (auto) choice; sections "c" and "p": the same with cooperative 128 x 256 or
-     * ping-pong 128 x 128 throughout. */
-    static const char *cfg_name[] = {"the default (cooperative 128 x 256; ping-pong 128 x 128 where its waves fill better)",
-                                     "cooperative 128 x 256", "cooperative 128 x 128", "ping-pong 128 x 128"};
-    const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: c, p, e, k */
-    for (int cfg : {GE_CFG_COOP256, GE_CFG_PP128, GE_CFG_AUTO}) {
-        if (!strchr(sections, cfg == GE_CFG_AUTO ? '1' : cfg == GE_CFG_PP128 ? 'p' : 'c')) continue;
-        ge_sched_override = cfg;
+    /* Section 1 on the default schedule; sections "c" and "p": the same with cooperative 128 x 256 or ping-pong
+     * 128 x 128 throughout. */
+    const struct { char key; ge_sched sched; const char *name; } s1[] = {
+        {'c', GE_SCHED_COOP256, "cooperative 128 x 256"},
+        {'p', GE_SCHED_PP128, "ping-pong 128 x 128"},
+        {'1', GE_SCHED_AUTO, "the default (ge_pick: cooperative 128 x 256; ping-pong 128 x 128 where its waves fill better)"}};
+    const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: c, p, e, E, k */
+    for (auto &c : s1) {
+        if (!strchr(sections, c.key)) continue;
         ratios.clear();
-        ratios_pair.clear();
-        printf("\n## 1. GEMMs: ours vs cuBLAS (TFLOP/s), %s; \"pairs\": the same in 2-CTA clusters sharing B\n",
-               cfg_name[cfg]);
-        printf("%-22s %-6s %6s %6s %6s %-9s %8s %8s %8s %6s %6s %8s %8s\n", "shape", "layout", "M", "N", "K", "out",
-               "ours", "pairs", "cuBLAS", "ratio", "pairs", "rel err", "pairs");
-        for (auto &s : shapes) bench_shape(s);
-        for (auto *rs : {&ratios, &ratios_pair}) {
-            double lg = 0, mn = 1e9;
-            for (double r : *rs) lg += log(r), mn = fmin(mn, r);
-            printf("geomean ratio %.3f over %zu shapes, min %.3f (targets: >= 0.95, none < 0.85) [%s%s]\n",
-                   exp(lg / rs->size()), rs->size(), mn, cfg_name[cfg], rs == &ratios ? "" : ", pairs");
-        }
+        printf("\n## 1. GEMMs: ours vs cuBLAS (TFLOP/s), %s\n", c.name);
+        printf("%-22s %-6s %6s %6s %6s %-9s %-8s %8s %8s %6s %8s\n", "shape", "layout", "M", "N", "K", "out", "sched",
+               "ours", "cuBLAS", "ratio", "rel err");
+        for (auto &s : shapes) bench_shape(s, c.sched);
+        double lg = 0, mn = 1e9;
+        for (double r : ratios) lg += log(r), mn = fmin(mn, r);
+        printf("geomean ratio %.3f over %zu shapes, min %.3f (targets: >= 0.95, none < 0.85) [%s]\n",
+               exp(lg / ratios.size()), ratios.size(), mn, c.name);
     }
-    ge_sched_override = GE_CFG_AUTO;
 
     /* Section 2 and its diagnostic variants, each on the same three shapes (M, N, K). */
     const struct { char key; const char *title; void (*run)(int, int, int); } epi[] = {
@@ -642,13 +639,11 @@ int main(void) {
         {'k', "2k. K_res on ping-pong, parts left out", bench_kres_parts},
         {'2', "2. Epilogue overhead (A.B^T, bf16): target <= 5% for one extra tile + a row partial", bench_epilogue}};
     const int epi_shapes[3][3] = {{8192, 2048, 2048}, {8192, 3072, 2048}, {8192, 2048, 8192}};
-    ge_cluster = getenv("GE_BENCH_PAIRS") ? 1 : 0; /* section 2's GEMMs in 2-CTA pairs sharing B */
     for (auto &e : epi) {
         if (!strchr(sections, e.key)) continue;
-        printf("\n## %s%s\n", e.title, ge_cluster ? " (in 2-CTA pairs sharing B: GE_BENCH_PAIRS)" : "");
+        printf("\n## %s\n", e.title);
         for (auto &sh : epi_shapes) e.run(sh[0], sh[1], sh[2]);
     }
-    ge_cluster = 0;
 
     if (strchr(sections, '3')) {
         printf("\n## 3. GEMM-residual-RMSNorm-GEMM (ratios to the two bare cuBLAS GEMMs; target <= 1.05x)\n");
@@ -656,8 +651,6 @@ int main(void) {
         for (int D : {2048, 4096, 8192})
             if (!only || atoi(only) == D) bench_norm_pattern(16384, D);
     }
-    ge_sched_override = GE_CFG_AUTO;
-    ge_stream_hint = 0;
     cublasDestroy(blas);
     return 0;
 }

@@ -12,7 +12,8 @@
 #include "kernels/kernels.h"
 #include "tests/test_util.h"
 
-static const Kernels *const kg = &kernels_cuda; /* the backend under test */
+/* the table under test (test_gpu_ops runs each of its tests on both CUDA tables) */
+static const Kernels *kg = &kernels_cuda;
 static const Kernels *const kc __attribute__((unused)) = &kernels_cpu;  /* the oracle */
 
 static void *host_bufs[512], *dev_bufs[512];

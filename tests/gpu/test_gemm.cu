@@ -1,13 +1,21 @@
 /* test_gemm.cu: the GEMM-epilogue engine (kernels/cuda/gemm) against cuBLAS and an fp64 CPU reference, on fresh
  * random inputs (seed printed; GE_SEED=n repeats a run):
  * - the plain GEMM in the three layouts, bf16 out, fp32 out and fp32 accumulate, ragged shapes, outputs poisoned
- *   with NaN first and guard zones around them checked for stray writes, in every launcher configuration (tile
- *   width, cooperative or ping-pong schedule);
+ *   with NaN first and guard zones around them checked for stray writes, on every schedule of gemm.h (cooperative
+ *   128 x 256 and 128 x 128, ping-pong 128 x 128, and GE_SCHED_AUTO, which must give the bits of the schedule
+ *   ge_pick names); the strided fp32 launcher with padded operands and output (TMA and direct stores);
  * - each epilogue primitive on its own, through a small program defined here (that a program is a few lines
  *   is the point of the engine): positions, maps, broadcasts, tile load/store, row/column partials, accumulate;
+ *   declared outputs (GeProgram: bf16, fp32 and half-width bf16 in one program, staged on each schedule and
+ *   stored directly, bit for bit alike); input tiles by TMA (GeTileInTma, as wide as the output or twice, loaded
+ *   before the main loop or spread over it) with the output written in place; a held output tile (GeOutHeld)
+ *   against the same output staged, bit for bit;
  * - the two fused programs (K_res + the r reduction, the row-scaled GEMM) and their chain vs fp64 references, on
- *   the ping-pong (default) and the cooperative schedule.
- * The fp64 reference covers a sample of rows (all columns) so that large shapes stay cheap on the CPU. */
+ *   every schedule, the default one bit for bit against the schedule ge_pick names, and K_res's register-residual
+ *   variant (GeResNorm on ping-pong, the launcher's path where TMA cannot describe D or the residual) bit for bit
+ *   against the TMA one it runs otherwise.
+ * The fp64 reference covers a sample of rows (all columns) so that large shapes stay cheap on the CPU. The engine's
+ * host side (tensor maps, launchers, ge_pick) comes from build/libtrainer.a. */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -178,6 +186,32 @@ static double tol32(int K) { return 1e-6 * sqrt((double)K) + 1e-6; }
 
 static const char *lname(ge_layout l) { return l == GE_ABT ? "A.B^T" : l == GE_AB ? "A.B" : "A^T.B"; }
 
+/* Bytes of two device buffers equal (both copied to the host). */
+static int same_bytes(const void *a, const void *b, size_t bytes) {
+    uint8_t *ha = (uint8_t *)malloc(bytes), *hb = (uint8_t *)malloc(bytes);
+    CK(cudaMemcpy(ha, a, bytes, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(hb, b, bytes, cudaMemcpyDeviceToHost));
+    const int same = memcmp(ha, hb, bytes) == 0;
+    free(ha), free(hb);
+    return same;
+}
+
+/* The schedules of gemm.h, by name; GE_SCHED_AUTO names the one ge_pick chose (`picked`). */
+static const char *sched_name(ge_sched s) {
+    switch (s) {
+    case GE_SCHED_COOP256: return "cooperative 128x256";
+    case GE_SCHED_COOP128: return "cooperative 128x128";
+    case GE_SCHED_PP128: return "ping-pong 128x128";
+    default: return "auto";
+    }
+}
+static void sched_tag(char *buf, size_t n, ge_sched s, ge_sched picked) {
+    if (s == GE_SCHED_AUTO)
+        snprintf(buf, n, "auto: %s", sched_name(picked));
+    else
+        snprintf(buf, n, "%s", sched_name(s));
+}
+
 /* ---------------------------------------------------------------- plain GEMM */
 
 static void test_plain(ge_layout l, int M, int N, int K) {
@@ -201,39 +235,29 @@ static void test_plain(ge_layout l, int M, int N, int K) {
     CK(cudaDeviceSynchronize());
     float *cref_acc = get_f32(dRef, nc);
 
-    float *alone16 = (float *)malloc(nc * sizeof(float));
-    /* every configuration of the launchers: 128 x 256 and 128 x 128 cooperative, 128 x 128 ping-pong, each alone
-     * and in 2-CTA clusters sharing B (which run where the tile rows pair up: the tag says which ran) */
-    static const char *cfg_name[] = {"default", "coop 128x256", "coop 128x128", "ping-pong 128x128"};
-    for (int v = 0; v < 6; v++) {
-        const int cfg = GE_CFG_COOP256 + v / 2;
-        ge_sched_override = cfg;
-        ge_cluster = v % 2;
-        ge_stream_hint = cfg == GE_CFG_PP128 && !ge_cluster; /* the L2 evict-first stores too */
-        ge_gemm_bf16(l, dA, dB, dC16, M, N, K, 0); /* which path this configuration takes */
-        CK(cudaDeviceSynchronize());
-        char tag[160];
-        snprintf(tag, sizeof tag, "%s %d x %d x %d (%s%s%s)", lname(l), M, N, K, cfg_name[cfg],
-                 ge_stream_hint ? ", L2 hints" : "",
-                 !ge_cluster ? "" : ge_last_cluster == 2 ? ", 2-CTA pairs" : ", pairs asked, none formed");
+    /* every schedule of the launchers; the default (GE_SCHED_AUTO) first, its outputs kept until the schedule
+     * ge_pick names runs, which must give the same bits */
+    const ge_sched picked = ge_pick(GE_PLAIN, M, N, K);
+    static const ge_sched scheds[] = {GE_SCHED_AUTO, GE_SCHED_COOP256, GE_SCHED_COOP128, GE_SCHED_PP128};
+    float *auto16 = NULL, *auto32 = NULL, *auto_acc = NULL;
+    for (ge_sched s : scheds) {
+        char sn[64], tag[160];
+        sched_tag(sn, sizeof sn, s, picked);
+        snprintf(tag, sizeof tag, "%s %d x %d x %d (%s)", lname(l), M, N, K, sn);
 
         /* bf16 out */
         poison(dC16, nc * 2);
-        ge_gemm_bf16(l, dA, dB, dC16, M, N, K, 0);
+        ge_gemm_bf16(l, dA, dB, dC16, M, N, K, s, 0);
         CK(cudaDeviceSynchronize());
         float *c16 = get_bf16(dC16, nc);
         double e64 = rel_err_rows(c16, ref, rows, nr, N), eb = rel_err_full(c16, cref, nc);
         CHECK(all_finite(c16, nc) && guards_intact(dC16, nc * 2) && e64 < 5e-3 && eb < 5e-3,
               "plain %s bf16 out: every element written, guards intact; rel err vs fp64 %.2e, vs cuBLAS fp32 %.2e",
               tag, e64, eb);
-        /* pairs change where B comes from, not the arithmetic: the same bits as the configuration alone */
-        if (!ge_cluster) memcpy(alone16, c16, nc * sizeof(float));
-        if (ge_cluster)
-            CHECK(memcmp(alone16, c16, nc * sizeof(float)) == 0, "plain %s bf16 out: the same bits as unpaired", tag);
 
         /* fp32 out */
         poison(dC32, nc * 4);
-        ge_gemm_f32(l, dA, dB, dC32, 0, M, N, K, 0);
+        ge_gemm_f32(l, dA, dB, dC32, 0, M, N, K, s, 0);
         CK(cudaDeviceSynchronize());
         float *c32 = get_f32(dC32, nc);
         e64 = rel_err_rows(c32, ref, rows, nr, N);
@@ -241,25 +265,98 @@ static void test_plain(ge_layout l, int M, int N, int K) {
         CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < tol32(K) && eb < tol32(K),
               "plain %s fp32 out: every element written, guards intact; rel err vs fp64 %.2e, vs cuBLAS %.2e", tag,
               e64, eb);
-        free(c32);
 
         /* fp32 accumulate: C = C0 + op(A) op(B) */
         CK(cudaMemcpy(dC32, C0, nc * 4, cudaMemcpyHostToDevice));
-        ge_gemm_f32(l, dA, dB, dC32, 1, M, N, K, 0);
+        ge_gemm_f32(l, dA, dB, dC32, 1, M, N, K, s, 0);
         CK(cudaDeviceSynchronize());
-        c32 = get_f32(dC32, nc);
-        e64 = rel_err_rows(c32, ref_acc, rows, nr, N);
-        eb = rel_err_full(c32, cref_acc, nc);
-        CHECK(all_finite(c32, nc) && guards_intact(dC32, nc * 4) && e64 < tol32(K) && eb < tol32(K),
+        float *cacc = get_f32(dC32, nc);
+        e64 = rel_err_rows(cacc, ref_acc, rows, nr, N);
+        eb = rel_err_full(cacc, cref_acc, nc);
+        CHECK(all_finite(cacc, nc) && guards_intact(dC32, nc * 4) && e64 < tol32(K) && eb < tol32(K),
               "plain %s fp32 accumulate (C += ...): rel err vs fp64 %.2e, vs cuBLAS beta=1 %.2e", tag, e64, eb);
-        free(c16), free(c32);
-    }
-    ge_sched_override = GE_CFG_AUTO;
-    ge_stream_hint = 0;
-    ge_cluster = 0;
 
-    free(A), free(B), free(C0), free(ref), free(ref_acc), free(cref), free(cref_acc), free(alone16);
+        if (s == GE_SCHED_AUTO) {
+            auto16 = c16, auto32 = c32, auto_acc = cacc;
+            continue;
+        }
+        if (s == picked) {
+            const size_t bytes = nc * sizeof(float);
+            const int same = memcmp(auto16, c16, bytes) == 0 && memcmp(auto32, c32, bytes) == 0 &&
+                             memcmp(auto_acc, cacc, bytes) == 0;
+            CHECK(same, "plain %s: the default schedule gives this schedule's bits (bf16 out, fp32 out, fp32 +=)",
+                  tag);
+        }
+        free(c16), free(c32), free(cacc);
+    }
+
+    free(A), free(B), free(C0), free(ref), free(ref_acc), free(cref), free(cref_acc);
+    free(auto16), free(auto32), free(auto_acc);
     dev_free(dA), dev_free(dB), dev_free(dC16), dev_free(dC32), dev_free(dRef);
+}
+
+/* A [rows, cols] host matrix copied into rows of ld >= cols elements, the padding set to `pad`. */
+static float *padded(const float *a, int rows, int cols, long ld, float pad) {
+    float *p = (float *)malloc((size_t)rows * ld * sizeof(float));
+    for (int r = 0; r < rows; r++)
+        for (long c = 0; c < ld; c++) p[(size_t)r * ld + c] = c < cols ? a[(size_t)r * cols + c] : pad;
+    return p;
+}
+
+/* ge_gemm_f32_strided: operands and output with row strides wider than their rows. The operands' padding holds
+ * NaN (read into any product, it would show); the output's padding is poisoned and must stay as it was. C and
+ * C += C0 must equal the packed launcher's bits on the same schedule (the same products, one rounding each). ldc a
+ * multiple of 4 floats: TMA stores and add-reduces; 2 floats more: direct stores (TMA cannot describe the rows). */
+static void test_strided(ge_layout l, int M, int N, int K, ge_sched sched) {
+    const int ra = l == GE_ATB ? K : M, ca = l == GE_ATB ? M : K; /* A as stored: ra rows of ca */
+    const int rb = l == GE_ABT ? N : K, cb = l == GE_ABT ? K : N; /* B as stored */
+    const long lda = ca + 24, ldb = cb + 40;
+    const size_t nc = (size_t)M * N;
+    float *A = rand_host((size_t)ra * ca, 0, 1, 1), *B = rand_host((size_t)rb * cb, 0, 1, 1), *C0 = rand_host(nc, 0, 4, 0);
+    float *As = padded(A, ra, ca, lda, NAN), *Bs = padded(B, rb, cb, ldb, NAN);
+    void *dA = dev_bf16(A, (size_t)ra * ca), *dB = dev_bf16(B, (size_t)rb * cb);
+    void *dAs = dev_bf16(As, (size_t)ra * lda), *dBs = dev_bf16(Bs, (size_t)rb * ldb);
+    float *dC = (float *)dev_alloc(nc * 4);
+    poison(dC, nc * 4);
+    ge_gemm_f32(l, dA, dB, dC, 0, M, N, K, sched, 0);
+    CK(cudaDeviceSynchronize());
+    float *want = get_f32(dC, nc);
+    CK(cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice));
+    ge_gemm_f32(l, dA, dB, dC, 1, M, N, K, sched, 0);
+    CK(cudaDeviceSynchronize());
+    float *want_acc = get_f32(dC, nc);
+
+    for (int v = 0; v < 2; v++) {
+        const long ldc = (N + 3) / 4 * 4 + (v ? 2 : 4);
+        const size_t ns = (size_t)M * ldc;
+        float *dCs = (float *)dev_alloc(ns * 4);
+        /* rows whose bits differ from the packed result's (over both runs), and padding bytes changed */
+        size_t bad = 0, badpad = 0;
+        float *h = (float *)malloc(ns * 4);
+        for (int acc = 0; acc < 2; acc++) {
+            memset(h, 0xFF, ns * 4); /* NaN in the padding, and in C unless accumulating into C0 */
+            if (acc)
+                for (int m = 0; m < M; m++) memcpy(h + (size_t)m * ldc, C0 + (size_t)m * N, (size_t)N * 4);
+            CK(cudaMemcpy(dCs, h, ns * 4, cudaMemcpyHostToDevice));
+            ge_gemm_f32_strided(l, dAs, lda, dBs, ldb, dCs, ldc, acc, M, N, K, sched, 0);
+            CK(cudaDeviceSynchronize());
+            CK(cudaMemcpy(h, dCs, ns * 4, cudaMemcpyDeviceToHost));
+            const float *w = acc ? want_acc : want;
+            for (int m = 0; m < M; m++) {
+                bad += memcmp(h + (size_t)m * ldc, w + (size_t)m * N, (size_t)N * 4) != 0;
+                const uint8_t *pad = (const uint8_t *)(h + (size_t)m * ldc + N);
+                for (size_t b = 0; b < (size_t)(ldc - N) * 4; b++) badpad += pad[b] != 0xFF;
+            }
+        }
+        CHECK(bad == 0 && badpad == 0 && guards_intact(dCs, ns * 4),
+              "strided fp32 %s %d x %d x %d (%s; lda %ld, ldb %ld, ldc %ld: %s): C and C += equal the packed "
+              "launcher's bits (%zu row mismatches), padding untouched (%zu bytes changed), guards intact",
+              lname(l), M, N, K, sched_name(sched), lda, ldb, ldc, v ? "direct stores" : "TMA", bad, badpad);
+        free(h);
+        dev_free(dCs);
+    }
+    free(A), free(B), free(C0), free(As), free(Bs), free(want), free(want_acc);
+    dev_free(dA), dev_free(dB), dev_free(dAs), dev_free(dBs), dev_free(dC);
 }
 
 /* ---------------------------------------------------------------- primitives, one program each */
@@ -354,6 +451,61 @@ struct PHeld : GeEpilogue {
     }
     __device__ bool stage_held(const Params &, const GeTile &t, int kb, int nk) { return HELD && held.stage(t, kb, nk); }
     __device__ void flush_held(const Params &p, const GeTile &t) { held.flush(p.H, t); }
+};
+
+/* Declared outputs (GeProgram): three staged outputs of three kinds in one program, each at its own staging units
+ * (1 + 2 + 1): Y = acc (bf16), Y2 = 2 acc (fp32), and the half-width output H[row, col/2] = silu(Y[row, col])
+ * Y[row, col + 1] (one bf16 value per column pair, from Y as stored, as SwiGLU's forward makes it). */
+struct POuts : GeProgram<GeOut<bf16>, GeOut<float>, GeOut<bf16, 16>> {
+    struct Params { Out out; };
+    __device__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        float2 w[2] = {ge_scale(v[0], 2.0f), ge_scale(v[1], 2.0f)};
+        ge_put<1>(p.out, t, col, w);
+        ge_put<0>(p.out, t, col, v); /* v becomes Y as stored */
+        float a[2] = {ge_silu_mul(v[0]), ge_silu_mul(v[1])};
+        ge_put<2>(p.out, t, col, a);
+    }
+};
+
+/* Primitive 3 (an input tile by TMA, GeTileInTma, and an output written in place of it): Y = X + acc, X and Y
+ * [M, N] bf16; with W = 2 X and Y are [M, 2N], a pair of columns per output column c (SwiGLU's interleaved gate
+ * and up): Y[., 2c] = X[., 2c] + acc[., c], Y[., 2c + 1] = X[., 2c + 1] - acc[., c]. BLOCKS = 2: the consumer's
+ * row blocks loaded before its main loop (ping-pong, as K_res); BLOCKS = 1: one slot per k-block during it
+ * (cooperative, load_spread). Y is stored from the input's slots; the program has no GeOut staging. */
+template <int BN, int BLOCKS, int W>
+struct PInTma : GeProgram<> {
+    static constexpr int kInUnits = GeTileInTma<BN, BLOCKS, W>::kUnits;
+    struct Params {
+        Out out; /* none */
+        GeOut<bf16> X, Y;
+    };
+    GeTileInTma<BN, BLOCKS, W> in;
+    __device__ void prefetch(const Params &p, const GeTile &t) {
+        if (BLOCKS > 1) in.load(p.X, t);
+    }
+    __device__ void during(const Params &p, const GeTile &t, int kb, int nk) {
+        if (BLOCKS == 1) in.load_spread(p.X, t, kb, nk);
+    }
+    __device__ void frag(const Params &, const GeTile &t, int, float2 (&v)[2]) {
+        in.wait(t);
+        if constexpr (W == 1) {
+            float2 x[2];
+            in.get(t, x);
+#pragma unroll
+            for (int h = 0; h < 2; h++) x[h] = ge_add(x[h], v[h]);
+            in.put(t, x);
+        } else {
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float2 q[2]; /* q[i]: the input pair of output column col + i */
+                in.get2(t, h, q);
+                q[0] = make_float2(q[0].x + v[h].x, q[0].y - v[h].x);
+                q[1] = make_float2(q[1].x + v[h].y, q[1].y - v[h].y);
+                in.put2(t, h, q);
+            }
+        }
+    }
+    __device__ void flush(const Params &p, const GeTile &t) { in.flush_out(p.Y, t); }
 };
 
 template <class P>
@@ -501,7 +653,7 @@ static void test_primitives(int M, int N, int K) {
     { /* accumulate into a bf16 output */
         float *C0 = rand_host(nc, 0, 8, 1);
         void *d16 = dev_bf16(C0, nc);
-        run_abt<GeStore<bf16, true>>(dA, dB, M, N, K, {ge_out((bf16 *)d16, M, N, N)});
+        run_abt<GeStore<bf16, true>>(dA, dB, M, N, K, {{ge_out_as<GeOut<bf16, 32, true>>((bf16 *)d16, M, N, N)}});
         float *h = get_bf16(d16, nc);
         for (int i = 0; i < nr; i++)
             for (int n = 0; n < N; n++) ref[(size_t)i * N + n] = acc[(size_t)i * N + n] + C0[(size_t)rows[i] * N + n];
@@ -513,30 +665,124 @@ static void test_primitives(int M, int N, int K) {
     free(ref), dev_free(o1), dev_free(o2);
 }
 
-/* ---------------------------------------------------------------- the fused programs */
-
-/* The fused programs' schedule, as the launchers will run it (ge_last_cluster: as the last launch ran). */
-static const char *sched_name(void) {
-    const int coop = ge_sched_override == GE_CFG_COOP256;
-    if (!ge_cluster) return coop ? "cooperative" : "ping-pong";
-    if (ge_last_cluster != 2) return coop ? "cooperative, pairs asked, none formed" : "ping-pong, pairs asked, none formed";
-    return coop ? "cooperative, 2-CTA pairs" : "ping-pong, 2-CTA pairs";
+/* Declared outputs (POuts) on each schedule at its own tile width, staged and stored by TMA, and on the direct
+ * path (ge_out_direct: stored from registers, cooperative 128 x 256), which must give the staged run's bits on
+ * the same tiles. N a multiple of 16 (the half-width output's rows then fill whole 16-byte units, as TMA needs). */
+static void test_outputs(int M, int N, int K) {
+    const size_t nc = (size_t)M * N, nh = (size_t)M * (N / 2);
+    const AbtCase c(M, N, K);
+    void *dY = dev_alloc(nc * 2), *dH = dev_alloc(nh * 2);
+    float *dY2 = (float *)dev_alloc(nc * 4);
+    double *ref = (double *)malloc((size_t)c.nr * N * sizeof(double));
+    for (int i = 0; i < c.nr * N; i++) ref[i] = c.acc[i];
+    double *ref2 = (double *)malloc((size_t)c.nr * N * sizeof(double));
+    for (int i = 0; i < c.nr * N; i++) ref2[i] = 2 * c.acc[i];
+    static const char *name[] = {"cooperative 128x256", "cooperative 128x128", "ping-pong 128x128",
+                                 "direct stores, cooperative 128x256"};
+    float *staged[3] = {NULL, NULL, NULL}; /* the cooperative 128 x 256 run's Y, Y2, H */
+    for (int cfg = 0; cfg < 4; cfg++) {
+        poison(dY, nc * 2), poison(dY2, nc * 4), poison(dH, nh * 2);
+        POuts::Params p = {};
+        if (cfg < 3) {
+            p.out.head = ge_out((bf16 *)dY, M, N, N);
+            p.out.tail.head = ge_out(dY2, M, N, N);
+            p.out.tail.tail.head = ge_out_as<GeOut<bf16, 16>>((bf16 *)dH, M, N / 2, N / 2);
+        } else {
+            p.out.head = ge_out_direct((bf16 *)dY, N);
+            p.out.tail.head = ge_out_direct<GeOut<float>>(dY2, N);
+            p.out.tail.tail.head = ge_out_direct<GeOut<bf16, 16>>((bf16 *)dH, N / 2);
+        }
+        const int tma = p.out.head.tma && p.out.tail.head.tma && p.out.tail.tail.head.tma;
+        if (cfg == 1)
+            ge_run<POuts, GE_ABT, 128, GE_COOP>(c.dA, K, c.dB, K, M, N, K, p, 0);
+        else if (cfg == 2)
+            ge_run<POuts, GE_ABT, 128, GE_PINGPONG>(c.dA, K, c.dB, K, M, N, K, p, 0);
+        else
+            ge_run<POuts, GE_ABT>(c.dA, K, c.dB, K, M, N, K, p, 0);
+        CK(cudaDeviceSynchronize());
+        float *Y = get_bf16(dY, nc), *Y2 = get_f32(dY2, nc), *H = get_bf16(dH, nh);
+        const double eY = rel_err_rows(Y, ref, c.rows, c.nr, N), eY2 = rel_err_rows(Y2, ref2, c.rows, c.nr, N);
+        /* H against silu(y) y' in fp64 from the GPU's Y, every element */
+        double num = 0, den = 0;
+        for (size_t i = 0; i < nh; i++) {
+            const double g = Y[2 * i], u = Y[2 * i + 1], r = g / (1.0 + exp(-g)) * u;
+            num += (H[i] - r) * (H[i] - r), den += r * r;
+        }
+        const double eH = sqrt(num / den);
+        CHECK(tma == (cfg < 3) && all_finite(Y, nc) && all_finite(Y2, nc) && all_finite(H, nh) &&
+                  guards_intact(dY, nc * 2) && guards_intact(dY2, nc * 4) && guards_intact(dH, nh * 2) &&
+                  eY < 5e-3 && eY2 < tol32(K) && eH < 5e-3,
+              "declared outputs %d x %d x %d (%s): Y = acc (bf16) rel err %.2e, Y2 = 2 acc (fp32) %.2e, half-width "
+              "H = silu(Y) Y' (bf16, vs fp64 of Y as stored) %.2e; every element written, guards intact",
+              M, N, K, name[cfg], eY, eY2, eH);
+        if (cfg == 0) {
+            staged[0] = Y, staged[1] = Y2, staged[2] = H;
+            continue;
+        }
+        if (cfg == 3) {
+            const int same = memcmp(staged[0], Y, nc * 4) == 0 && memcmp(staged[1], Y2, nc * 4) == 0 &&
+                             memcmp(staged[2], H, nh * 4) == 0;
+            CHECK(same, "declared outputs %d x %d x %d: direct stores give the staged outputs' bits (Y, Y2, H)", M, N,
+                  K);
+        }
+        free(Y), free(Y2), free(H);
+    }
+    for (float *s : staged) free(s);
+    free(ref), free(ref2);
+    dev_free(dY), dev_free(dY2), dev_free(dH);
 }
 
-/* Bytes of two device buffers equal (both copied to the host). */
-static int same_bytes(const void *a, const void *b, size_t bytes) {
-    uint8_t *ha = (uint8_t *)malloc(bytes), *hb = (uint8_t *)malloc(bytes);
-    CK(cudaMemcpy(ha, a, bytes, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(hb, b, bytes, cudaMemcpyDeviceToHost));
-    const int same = memcmp(ha, hb, bytes) == 0;
-    free(ha), free(hb);
-    return same;
+/* PInTma on one configuration: Y against fp64 of X + acc (W = 2: X + acc, X - acc) on the sampled rows. */
+template <int BN, int SCHED, int BLOCKS, int W>
+static void in_tma_case(const AbtCase &c, int M, int N, int K) {
+    using P = PInTma<BN, BLOCKS, W>;
+    const int NX = W * N;
+    const size_t nx = (size_t)M * NX;
+    float *X = rand_host(nx, 0, 4, 1);
+    void *dX = dev_bf16(X, nx), *dY = dev_alloc(nx * 2);
+    poison(dY, nx * 2);
+    typename P::Params p = {};
+    p.X = ge_out((bf16 *)dX, M, NX, NX);
+    p.Y = ge_out((bf16 *)dY, M, NX, NX);
+    ge_run<P, GE_ABT, BN, SCHED>(c.dA, K, c.dB, K, M, N, K, p, 0);
+    CK(cudaDeviceSynchronize());
+    float *Y = get_bf16(dY, nx);
+    double *ref = (double *)malloc((size_t)c.nr * NX * sizeof(double));
+    for (int i = 0; i < c.nr; i++)
+        for (int n = 0; n < N; n++) {
+            const double a = c.acc[(size_t)i * N + n];
+            const float *x = X + (size_t)c.rows[i] * NX;
+            double *r = ref + (size_t)i * NX;
+            if (W == 1) {
+                r[n] = x[n] + a;
+            } else {
+                r[2 * n] = x[2 * n] + a;
+                r[2 * n + 1] = x[2 * n + 1] - a;
+            }
+        }
+    const double e = rel_err_rows(Y, ref, c.rows, c.nr, NX);
+    CHECK(p.X.tma && p.Y.tma && all_finite(Y, nx) && guards_intact(dY, nx * 2) && e < 5e-3,
+          "primitive input tile by TMA %d x %d x %d (%s, %s, input %s): Y = %s written in place of X's tile, "
+          "rel err %.2e; every element written, guards intact", M, N, K,
+          SCHED == GE_PINGPONG ? "ping-pong 128x128" : BN == 256 ? "cooperative 128x256" : "cooperative 128x128",
+          BLOCKS > 1 ? "loaded before the main loop" : "loaded during it", W == 1 ? "as wide as the output" :
+          "twice as wide", W == 1 ? "X + acc" : "(X + acc, X' - acc)", e);
+    free(X), free(Y), free(ref);
+    dev_free(dX), dev_free(dY);
+}
+
+static void test_in_tma(int M, int N, int K) {
+    const AbtCase c(M, N, K);
+    in_tma_case<128, GE_PINGPONG, 2, 1>(c, M, N, K);
+    in_tma_case<256, GE_COOP, 1, 1>(c, M, N, K);
+    in_tma_case<128, GE_PINGPONG, 2, 2>(c, M, N, K);
+    in_tma_case<256, GE_COOP, 1, 2>(c, M, N, K);
 }
 
 /* The held output (GeOutHeld) against the same output staged in the epilogue, bit for bit, and against fp64 on
- * sampled rows; alone and in 2-CTA pairs. Shapes: more tiles than CTAs (a tile's held output is stored during the
- * CTA's next main loop; the last one's after the loop), one k-block (every chunk after the only k-block), ragged
- * edges, and a row stride TMA cannot describe (the direct path: nothing held). */
+ * sampled rows. Shapes: more tiles than CTAs (a tile's held output is stored during the CTA's next main loop; the
+ * last one's after the loop), one k-block (every chunk after the only k-block), ragged edges, and a row stride TMA
+ * cannot describe (the direct path: nothing held). */
 static void test_held(int M, int N, int K) {
     const size_t nc = (size_t)M * N;
     const AbtCase c(M, N, K);
@@ -545,126 +791,80 @@ static void test_held(int M, int N, int K) {
         for (int n = 0; n < N; n++) ref[(size_t)i * N + n] = 2 * c.acc[(size_t)i * N + n] + 1;
     void *dC = dev_alloc(nc * 2), *dH = dev_alloc(nc * 2), *dC2 = dev_alloc(nc * 2), *dH2 = dev_alloc(nc * 2);
     const long tiles = (long)((M + GE_BM - 1) / GE_BM) * ((N + GE_BN - 1) / GE_BN);
-    for (int cl = 0; cl < 2; cl++) {
-        ge_cluster = cl;
-        poison(dC, nc * 2), poison(dH, nc * 2), poison(dC2, nc * 2), poison(dH2, nc * 2);
-        run_abt<PHeld<false>>(c.dA, c.dB, M, N, K, {ge_out((bf16 *)dC2, M, N, N), ge_out((bf16 *)dH2, M, N, N)});
-        run_abt<PHeld<true>>(c.dA, c.dB, M, N, K, {ge_out((bf16 *)dC, M, N, N), ge_out((bf16 *)dH, M, N, N)});
-        const int clusters = ge_last_cluster;
-        float *h = get_bf16(dH, nc);
-        const double e = rel_err_rows(h, ref, c.rows, c.nr, N);
-        const int same = same_bytes(dH, dH2, nc * 2) && same_bytes(dC, dC2, nc * 2);
-        CHECK(all_finite(h, nc) && guards_intact(dH, nc * 2) && guards_intact(dC, nc * 2) && same && e < 5e-3,
-              "held output %d x %d x %d (%ld tiles, %d k-blocks, CTAs in %s%s): 2*acc+1 rel err %.2e, equal to the "
-              "staged output bit for bit: %s", M, N, K, tiles, (K + GE_BK - 1) / GE_BK,
-              clusters == 2 ? "pairs" : "ones", N % 8 ? ", direct stores" : "", e, same ? "yes" : "no");
-        free(h);
-    }
-    ge_cluster = 0;
-    free(ref);
+    poison(dC, nc * 2), poison(dH, nc * 2), poison(dC2, nc * 2), poison(dH2, nc * 2);
+    run_abt<PHeld<false>>(c.dA, c.dB, M, N, K, {ge_out((bf16 *)dC2, M, N, N), ge_out((bf16 *)dH2, M, N, N)});
+    run_abt<PHeld<true>>(c.dA, c.dB, M, N, K, {ge_out((bf16 *)dC, M, N, N), ge_out((bf16 *)dH, M, N, N)});
+    float *h = get_bf16(dH, nc);
+    const double e = rel_err_rows(h, ref, c.rows, c.nr, N);
+    const int same = same_bytes(dH, dH2, nc * 2) && same_bytes(dC, dC2, nc * 2);
+    CHECK(all_finite(h, nc) && guards_intact(dH, nc * 2) && guards_intact(dC, nc * 2) && same && e < 5e-3,
+          "held output %d x %d x %d (%ld tiles, %d k-blocks%s): 2*acc+1 rel err %.2e, equal to the staged output "
+          "bit for bit: %s", M, N, K, tiles, (K + GE_BK - 1) / GE_BK, N % 8 ? ", direct stores" : "", e,
+          same ? "yes" : "no");
+    free(h), free(ref);
     dev_free(dC), dev_free(dH), dev_free(dC2), dev_free(dH2);
 }
 
-/* Programmatic dependent launch: the chain K_res -> r -> row-scaled GEMM, REPS times back to back with PDL on two
- * alternating input sets (each kernel reads what the previous one wrote, and each K_res overwrites what the
- * previous row-scaled GEMM reads), every result against the same chain with plain launches: equal bits every
- * time, so no kernel touched memory before the one it depends on was complete. */
-static void test_pdl_chain(int M, int N, int K, int N2) {
-    const float eps = 1e-5f;
-    enum { REPS = 12 };
-    const size_t nd = (size_t)M * N, nz = (size_t)M * N2;
-    const int np = ge_row_parts(N);
-    void *dA[2], *dres[2];
-    for (int k = 0; k < 2; k++) {
-        float *A = rand_host((size_t)M * K, 0, 1, 1), *res = rand_host(nd, 0, 1, 1);
-        dA[k] = dev_bf16(A, (size_t)M * K), dres[k] = dev_bf16(res, nd);
-        free(A), free(res);
-    }
-    float *W = rand_host((size_t)N * K, 0, 0.05, 1), *W2 = rand_host((size_t)N2 * N, 0, 0.05, 1);
-    float *gamma = rand_host(N, 1, 0.2, 0);
-    void *dW = dev_bf16(W, (size_t)N * K), *dW2 = dev_bf16(W2, (size_t)N2 * N);
-    float *dgamma = dev_f32(gamma, N);
-    void *dD = dev_alloc(nd * 2), *dO = dev_alloc(nd * 2), *zref[2], *zrep[REPS];
-    float *dpart = (float *)dev_alloc((size_t)M * np * 4), *dr = (float *)dev_alloc((size_t)M * 4);
-    auto chain = [&](int k, void *z) {
-        ge_gemm_res_norm(dA[k], dW, dres[k], dgamma, dD, dO, dpart, M, N, K, 0);
-        ge_rms_finish(dpart, M, N, eps, dr, 0);
-        ge_gemm_rowscale(dO, dW2, dr, z, 0, M, N2, N, 0);
-    };
-    ge_pdl = 0;
-    for (int k = 0; k < 2; k++) {
-        zref[k] = dev_alloc(nz * 2);
-        poison(zref[k], nz * 2);
-        chain(k, zref[k]);
-    }
-    ge_pdl = 1;
-    for (int i = 0; i < REPS; i++) zrep[i] = dev_alloc(nz * 2), poison(zrep[i], nz * 2);
-    CK(cudaDeviceSynchronize());
-    for (int i = 0; i < REPS; i++) chain(i % 2, zrep[i]);
-    CK(cudaDeviceSynchronize());
-    ge_pdl = 0;
-    int same = 0;
-    for (int i = 0; i < REPS; i++) same += same_bytes(zrep[i], zref[i % 2], nz * 2);
-    float *z0 = get_bf16(zref[0], nz);
-    CHECK(same == REPS && !same_bytes(zref[0], zref[1], nz * 2) && all_finite(z0, nz),
-          "PDL: K_res -> r -> row-scaled GEMM, %d x %d x %d -> %d (%s), %d times back to back on alternating "
-          "inputs: %d of %d results equal those of plain launches bit for bit", M, N, K, N2, sched_name(), REPS, same,
-          REPS);
-    free(z0);
-    for (int i = 0; i < REPS; i++) dev_free(zrep[i]);
-    for (int k = 0; k < 2; k++) dev_free(dA[k]), dev_free(dres[k]), dev_free(zref[k]);
-    free(W), free(W2), free(gamma);
-    dev_free(dW), dev_free(dW2), dev_free(dgamma), dev_free(dD), dev_free(dO), dev_free(dpart), dev_free(dr);
-}
+/* ---------------------------------------------------------------- the fused programs */
 
-/* K_res + r, then Z = r * (O . W2^T) (bf16 and fp32), vs fp64 references of the unfused math on sampled rows. */
+/* The outputs of one run of the fused chain. */
+struct ChainOut {
+    void *D, *O, *Z16;
+    float *part, *r, *Z32;
+    size_t nd, nz, np;
+    ChainOut(int M, int N, int N2) : nd((size_t)M * N), nz((size_t)M * N2), np((size_t)M * ge_row_parts(N)) {
+        D = dev_alloc(nd * 2), O = dev_alloc(nd * 2), Z16 = dev_alloc(nz * 2);
+        part = (float *)dev_alloc(np * 4), r = (float *)dev_alloc((size_t)M * 4), Z32 = (float *)dev_alloc(nz * 4);
+        poison(D, nd * 2), poison(O, nd * 2), poison(Z16, nz * 2);
+        poison(part, np * 4), poison(r, (size_t)M * 4), poison(Z32, nz * 4);
+    }
+    ChainOut(const ChainOut &) = delete;
+    ~ChainOut() { dev_free(D), dev_free(O), dev_free(Z16), dev_free(part), dev_free(r), dev_free(Z32); }
+    /* the same bits as another run's: all of them, or (kres_only) K_res's D, O and partials */
+    int same(const ChainOut &o, int M, bool kres_only = false) const {
+        int s = same_bytes(D, o.D, nd * 2) && same_bytes(O, o.O, nd * 2) && same_bytes(part, o.part, np * 4);
+        if (!kres_only)
+            s = s && same_bytes(r, o.r, (size_t)M * 4) && same_bytes(Z16, o.Z16, nz * 2) &&
+                same_bytes(Z32, o.Z32, nz * 4);
+        return s;
+    }
+};
+
+/* K_res + r, then Z = r * (O . W2^T) (bf16 and fp32), on each schedule, vs fp64 references of the unfused math on
+ * sampled rows. The default schedule must give the bits of the schedules ge_pick names (K_res's and the row-scaled
+ * GEMM's); on ping-pong, GeResNorm<128> (the residual by direct loads, the launcher's path where TMA cannot
+ * describe D or the residual) must give GeResNormTma's D, O and partials (the same arithmetic). */
 static void test_fused(int M, int N, int K, int N2) {
     const float eps = 1e-5f;
-    const size_t nd = (size_t)M * N;
+    const size_t nd = (size_t)M * N, nz = (size_t)M * N2;
     float *A = rand_host((size_t)M * K, 0, 1, 1), *W = rand_host((size_t)N * K, 0, 0.05, 1);
     float *res = rand_host(nd, 0, 1, 1), *gamma = rand_host(N, 1, 0.2, 0), *W2 = rand_host((size_t)N2 * N, 0, 0.05, 1);
     void *dA = dev_bf16(A, (size_t)M * K), *dW = dev_bf16(W, (size_t)N * K), *dres = dev_bf16(res, nd);
     void *dW2 = dev_bf16(W2, (size_t)N2 * N);
     float *dgamma = dev_f32(gamma, N);
-    const int np = ge_row_parts(N);
-    void *dD = dev_alloc(nd * 2), *dO = dev_alloc(nd * 2), *dZ16 = dev_alloc((size_t)M * N2 * 2);
-    float *dpart = (float *)dev_alloc((size_t)M * np * 4), *dr = (float *)dev_alloc((size_t)M * 4);
-    float *dZ32 = (float *)dev_alloc((size_t)M * N2 * 4);
-    poison(dD, nd * 2), poison(dO, nd * 2), poison(dpart, (size_t)M * np * 4), poison(dr, (size_t)M * 4);
-    poison(dZ16, (size_t)M * N2 * 2), poison(dZ32, (size_t)M * N2 * 4);
+    auto chain = [&](ge_sched s_kres, ge_sched s_z, const ChainOut &o) {
+        ge_gemm_res_norm(dA, dW, dres, dgamma, o.D, o.O, o.part, M, N, K, s_kres, 0);
+        ge_rms_finish(o.part, M, N, eps, o.r, 0);
+        ge_gemm_rowscale(o.O, dW2, o.r, o.Z16, 0, M, N2, N, s_z, 0);
+        ge_gemm_rowscale(o.O, dW2, o.r, o.Z32, 1, M, N2, N, s_z, 0);
+        CK(cudaDeviceSynchronize());
+    };
 
-    ge_gemm_res_norm(dA, dW, dres, dgamma, dD, dO, dpart, M, N, K, 0);
-    ge_rms_finish(dpart, M, N, eps, dr, 0);
-    ge_gemm_rowscale(dO, dW2, dr, dZ16, 0, M, N2, N, 0);
-    ge_gemm_rowscale(dO, dW2, dr, dZ32, 1, M, N2, N, 0);
-    CK(cudaDeviceSynchronize());
-    float *D = get_bf16(dD, nd), *O = get_bf16(dO, nd), *r = get_f32(dr, M);
-    float *Z16 = get_bf16(dZ16, (size_t)M * N2), *Z32 = get_f32(dZ32, (size_t)M * N2);
-
+    /* fp64 references on sampled rows: D, O = D * gamma, r, and Z = rmsnorm(D) . W2^T from the unrounded D */
     int rows[64];
     const int nr = pick_rows(M, 40, rows);
-    double *h = ref_rows(GE_ABT, A, W, M, N, K, rows, nr); /* -> D_ref in place */
+    double *d_ref = ref_rows(GE_ABT, A, W, M, N, K, rows, nr); /* A.W^T, then D in place */
     double *o_ref = (double *)malloc((size_t)nr * N * sizeof(double)), *r_ref = (double *)malloc(nr * sizeof(double));
-    double rnum = 0, rden = 0;
     for (int i = 0; i < nr; i++) {
         double ss = 0;
         for (int n = 0; n < N; n++) {
-            double *d = &h[(size_t)i * N + n];
+            double *d = &d_ref[(size_t)i * N + n];
             *d += res[(size_t)rows[i] * N + n];
             ss += *d * *d;
             o_ref[(size_t)i * N + n] = *d * gamma[n];
         }
         r_ref[i] = 1.0 / sqrt(ss / N + eps);
-        rnum += (r[rows[i]] - r_ref[i]) * (r[rows[i]] - r_ref[i]), rden += r_ref[i] * r_ref[i];
     }
-    const double eD = rel_err_rows(D, h, rows, nr, N), eO = rel_err_rows(O, o_ref, rows, nr, N);
-    const double er = sqrt(rnum / rden);
-    CHECK(all_finite(D, nd) && all_finite(O, nd) && all_finite(r, M) && guards_intact(dD, nd * 2) &&
-              guards_intact(dO, nd * 2) && eD < 5e-3 && eO < 5e-3 && er < 1e-3,
-          "fused K_res %d x %d x %d (%s): D = A.W^T + res rel err %.2e, O = D*gamma %.2e, r (from partials) %.2e", M,
-          N, K, sched_name(), eD, eO, er);
-
-    /* Z = rmsnorm(D) . W2^T in fp64 from the unrounded reference D */
     double *z_ref = (double *)calloc((size_t)nr * N2, sizeof(double));
     for (int i = 0; i < nr; i++)
         for (int j = 0; j < N2; j++) {
@@ -672,53 +872,77 @@ static void test_fused(int M, int N, int K, int N2) {
             for (int n = 0; n < N; n++) s += o_ref[(size_t)i * N + n] * W2[(size_t)j * N + n];
             z_ref[(size_t)i * N2 + j] = r_ref[i] * s;
         }
-    const double ez16 = rel_err_rows(Z16, z_ref, rows, nr, N2), ez32 = rel_err_rows(Z32, z_ref, rows, nr, N2);
-    CHECK(all_finite(Z16, (size_t)M * N2) && all_finite(Z32, (size_t)M * N2) && ez16 < 1e-2 && ez32 < 1e-2,
-          "fused row-scaled GEMM Z = r*(O.W2^T), %d x %d x %d: bf16 Z rel err %.2e, fp32 Z %.2e (chain vs unfused fp64)",
-          M, N2, N, ez16, ez32);
-
-    /* the row-scaled GEMM alone, against fp64 of its own inputs (O and r as the GPU stored them) */
     double *zo = (double *)calloc((size_t)nr * N2, sizeof(double));
-    for (int i = 0; i < nr; i++)
-        for (int j = 0; j < N2; j++) {
-            double s = 0;
-            for (int n = 0; n < N; n++) s += (double)O[(size_t)rows[i] * N + n] * W2[(size_t)j * N + n];
-            zo[(size_t)i * N2 + j] = r[rows[i]] * s;
-        }
-    const double eo32 = rel_err_rows(Z32, zo, rows, nr, N2), eo16 = rel_err_rows(Z16, zo, rows, nr, N2);
-    CHECK(eo32 < tol32(N) && eo16 < 5e-3, "fused row-scaled GEMM alone: fp32 Z rel err %.2e, bf16 Z %.2e", eo32, eo16);
 
-    /* The same pattern with gamma folded into W2: K_res without O, then Z = r * (D . (W2*gamma)^T). D and r must be
-     * K_res's bits (the same arithmetic, O left out), the folded weight exactly bf16(W2*gamma), and Z the unfused
-     * fp64 math. */
-    {
-        const size_t nw2 = (size_t)N2 * N;
-        void *dWg = dev_alloc(nw2 * 2), *dD2 = dev_alloc(nd * 2), *dZf = dev_alloc((size_t)M * N2 * 2);
-        float *dpart2 = (float *)dev_alloc((size_t)M * np * 4), *dr2 = (float *)dev_alloc((size_t)M * 4);
-        poison(dWg, nw2 * 2), poison(dD2, nd * 2), poison(dZf, (size_t)M * N2 * 2);
-        poison(dpart2, (size_t)M * np * 4), poison(dr2, (size_t)M * 4);
-        ge_fold_gamma(dW2, dgamma, dWg, N2, N, 0);
-        ge_gemm_res_rms(dA, dW, dres, dD2, dpart2, M, N, K, 0);
-        ge_rms_finish(dpart2, M, N, eps, dr2, 0);
-        ge_gemm_rowscale(dD2, dWg, dr2, dZf, 0, M, N2, N, 0);
-        CK(cudaDeviceSynchronize());
-        float *Wg = get_bf16(dWg, nw2), *Zf = get_bf16(dZf, (size_t)M * N2);
-        size_t wrong = 0;
-        for (size_t i = 0; i < nw2; i++) wrong += Wg[i] != bf16_round(W2[i] * gamma[i % N]);
-        const double ezf = rel_err_rows(Zf, z_ref, rows, nr, N2);
-        CHECK(wrong == 0 && same_bytes(dD2, dD, nd * 2) && same_bytes(dr2, dr, (size_t)M * 4) &&
-                  guards_intact(dD2, nd * 2) && all_finite(Zf, (size_t)M * N2) && ezf < 1e-2,
-              "gamma folded, %d x %d x %d -> %d (%s): W2*gamma exact (%zu wrong), K_res without O gives K_res's D and "
-              "r bit for bit, Z = r*(D.(W2*gamma)^T) rel err %.2e (vs unfused fp64)",
-              M, N, K, N2, sched_name(), wrong, ezf);
-        free(Wg), free(Zf);
-        dev_free(dWg), dev_free(dD2), dev_free(dZf), dev_free(dpart2), dev_free(dr2);
+    const ge_sched pick_kres = ge_pick(GE_RESIDUAL, M, N, K), pick_z = ge_pick(GE_FUSED, M, N2, N);
+    static const ge_sched scheds[] = {GE_SCHED_PP128, GE_SCHED_COOP256, GE_SCHED_COOP128, GE_SCHED_AUTO};
+    for (ge_sched s : scheds) {
+        char sn[96];
+        if (s == GE_SCHED_AUTO)
+            snprintf(sn, sizeof sn, "auto: K_res %s, row-scaled GEMM %s", sched_name(pick_kres), sched_name(pick_z));
+        else
+            snprintf(sn, sizeof sn, "%s", sched_name(s));
+        const ChainOut o(M, N, N2);
+        chain(s, s, o);
+        float *D = get_bf16(o.D, nd), *O = get_bf16(o.O, nd), *r = get_f32(o.r, M);
+        float *Z16 = get_bf16(o.Z16, nz), *Z32 = get_f32(o.Z32, nz);
+
+        double rnum = 0, rden = 0;
+        for (int i = 0; i < nr; i++)
+            rnum += (r[rows[i]] - r_ref[i]) * (r[rows[i]] - r_ref[i]), rden += r_ref[i] * r_ref[i];
+        const double eD = rel_err_rows(D, d_ref, rows, nr, N), eO = rel_err_rows(O, o_ref, rows, nr, N);
+        const double er = sqrt(rnum / rden);
+        CHECK(all_finite(D, nd) && all_finite(O, nd) && all_finite(r, M) && guards_intact(o.D, nd * 2) &&
+                  guards_intact(o.O, nd * 2) && guards_intact(o.part, o.np * 4) && eD < 5e-3 && eO < 5e-3 &&
+                  er < 1e-3,
+              "fused K_res %d x %d x %d (%s): D = A.W^T + res rel err %.2e, O = D*gamma %.2e, r (from partials) %.2e",
+              M, N, K, sn, eD, eO, er);
+
+        const double ez16 = rel_err_rows(Z16, z_ref, rows, nr, N2), ez32 = rel_err_rows(Z32, z_ref, rows, nr, N2);
+        CHECK(all_finite(Z16, nz) && all_finite(Z32, nz) && guards_intact(o.Z16, nz * 2) &&
+                  guards_intact(o.Z32, nz * 4) && ez16 < 1e-2 && ez32 < 1e-2,
+              "fused row-scaled GEMM Z = r*(O.W2^T), %d x %d x %d (%s): bf16 Z rel err %.2e, fp32 Z %.2e (chain vs "
+              "unfused fp64)", M, N2, N, sn, ez16, ez32);
+
+        /* the row-scaled GEMM alone, against fp64 of its own inputs (O and r as the GPU stored them) */
+        for (int i = 0; i < nr; i++)
+            for (int j = 0; j < N2; j++) {
+                double acc = 0;
+                for (int n = 0; n < N; n++) acc += (double)O[(size_t)rows[i] * N + n] * W2[(size_t)j * N + n];
+                zo[(size_t)i * N2 + j] = r[rows[i]] * acc;
+            }
+        const double eo32 = rel_err_rows(Z32, zo, rows, nr, N2), eo16 = rel_err_rows(Z16, zo, rows, nr, N2);
+        CHECK(eo32 < tol32(N) && eo16 < 5e-3, "fused row-scaled GEMM alone (%s): fp32 Z rel err %.2e, bf16 Z %.2e",
+              sn, eo32, eo16);
+
+        if (s == GE_SCHED_AUTO) { /* the same chain with the schedules ge_pick names */
+            const ChainOut e(M, N, N2);
+            chain(pick_kres, pick_z, e);
+            CHECK(o.same(e, M), "fused %d x %d x %d -> %d: the default schedules give the bits of the ones ge_pick "
+                  "names (%s): D, O, partials, r, bf16 and fp32 Z", M, N, K, N2, sn);
+        }
+        if (s == GE_SCHED_PP128) { /* K_res with the residual by direct loads, on ping-pong */
+            const ChainOut e(M, N, N2);
+            GeResNormParams p = {};
+            p.out.head = ge_out((bf16 *)e.D, M, N, N);
+            p.out.tail.head = ge_out((bf16 *)e.O, M, N, N);
+            p.res = (const bf16 *)dres;
+            p.gamma = dgamma;
+            p.part = e.part;
+            p.ld = N;
+            p.ldpart = ge_row_parts(N);
+            p.R = ge_out((bf16 *)dres, M, N, N);
+            ge_run_fused<GeResNorm<128>, GeResNorm<>>(dA, K, dW, K, M, N, K, p, GE_SCHED_PP128, 0);
+            CK(cudaDeviceSynchronize());
+            CHECK(o.same(e, M, true) && guards_intact(e.D, nd * 2) && guards_intact(e.O, nd * 2),
+                  "fused K_res %d x %d x %d on ping-pong: the residual by direct loads (GeResNorm<128>) gives the "
+                  "TMA variant's D, O and partials bit for bit", M, N, K);
+        }
+        free(D), free(O), free(r), free(Z16), free(Z32);
     }
 
-    free(A), free(W), free(res), free(gamma), free(W2), free(D), free(O), free(r), free(Z16), free(Z32);
-    free(h), free(o_ref), free(r_ref), free(z_ref), free(zo);
-    dev_free(dA), dev_free(dW), dev_free(dres), dev_free(dW2), dev_free(dgamma), dev_free(dD), dev_free(dO);
-    dev_free(dZ16), dev_free(dpart), dev_free(dr), dev_free(dZ32);
+    free(A), free(W), free(res), free(gamma), free(W2), free(d_ref), free(o_ref), free(r_ref), free(z_ref), free(zo);
+    dev_free(dA), dev_free(dW), dev_free(dres), dev_free(dW2), dev_free(dgamma);
 }
 
 /* The staging-slot address rule the epilogue relies on (ge_slot_off_bf16, ge_slot_off_f32): moving a fragment (8 columns) along a chunk
@@ -761,7 +985,7 @@ int main(void) {
     test_plain(GE_ABT, 1, 3, 8);
     test_plain(GE_ABT, 128, 256, 64);
     test_plain(GE_ABT, 300, 777, 8192);
-    test_plain(GE_ABT, 2000, 1000, 200); /* 16 tile rows: the clustered ping-pong runs too */
+    test_plain(GE_ABT, 2000, 1000, 200);
     test_plain(GE_ABT, 200, 1000, 8192);
     /* A.B: K and N multiples of 8 */
     test_plain(GE_AB, 8191, 2040, 1000);
@@ -772,33 +996,29 @@ int main(void) {
     test_plain(GE_ATB, 8, 8, 16);
     test_plain(GE_ATB, 8, 16, 1);
     test_plain(GE_ATB, 264, 520, 100);
+    /* the strided fp32 launcher: each layout on the two tile widths */
+    for (ge_sched s : {GE_SCHED_COOP256, GE_SCHED_PP128}) {
+        test_strided(GE_ABT, 1001, 777, 136, s);
+        test_strided(GE_AB, 333, 264, 72, s);
+        test_strided(GE_ATB, 264, 520, 100, s);
+    }
 
     test_primitives(300, 520, 136);
     test_primitives(1000, 777, 64);
+    test_outputs(1000, 784, 136); /* ragged tiles on every side */
+    test_outputs(4000, 2064, 200); /* more tiles than SMs: staging buffers rotate across tiles */
+    test_in_tma(1000, 776, 136);   /* 3 k-blocks: most slots load after the last one */
+    test_in_tma(2000, 2064, 1280); /* 20 k-blocks: one slot per k-block */
     test_held(4000, 2056, 136); /* 32 x 9 tiles */
     test_held(2048, 4096, 64);  /* 16 x 16 tiles, one k-block */
     test_held(1000, 777, 200);  /* row stride of 1554 bytes: direct */
     test_held(300, 520, 1000);  /* fewer tiles than SMs */
 
-    /* The fused programs on each schedule (AUTO: ping-pong at these sizes), alone and in 2-CTA clusters sharing B,
-     * ping-pong alone also with the L2 hints; on three shapes, one with a ragged last tile row (1001 rows). */
-    const struct { int sched, cluster, hint; } fused_cfg[] = {
-        {GE_CFG_COOP256, 0, 0}, {GE_CFG_COOP256, 1, 0}, {GE_CFG_AUTO, 0, 1}, {GE_CFG_AUTO, 1, 0}};
-    for (const auto &f : fused_cfg) {
-        ge_sched_override = f.sched, ge_cluster = f.cluster, ge_stream_hint = f.hint;
-        test_fused(1000, 2000, 264, 520);
-        test_fused(4096, 2048, 2048, 2048);
-        test_fused(1001, 1000, 72, 136);
-    }
-    ge_sched_override = GE_CFG_AUTO, ge_cluster = 0, ge_stream_hint = 0;
-    test_pdl_chain(4096, 2048, 2048, 2048);
-    test_pdl_chain(1000, 2000, 264, 520);
-    ge_cluster = 1;
-    test_pdl_chain(4096, 2048, 2048, 2048);
-    ge_cluster = 0;
-    ge_sched_override = GE_CFG_COOP256;
-    test_pdl_chain(4096, 2048, 2048, 2048);
-    ge_sched_override = GE_CFG_AUTO;
+    /* The fused programs on each schedule (AUTO: ping-pong at these sizes), on three shapes, one with a ragged last
+     * tile row (1001 rows). */
+    test_fused(1000, 2000, 264, 520);
+    test_fused(4096, 2048, 2048, 2048);
+    test_fused(1001, 1000, 72, 136);
 
     cublasDestroy(blas);
     return test_summary();

@@ -1,6 +1,9 @@
-/* test_gpu_ops.c: every op of kernels_cuda against kernels_cpu (the fp32 oracle) on fresh random inputs rounded to
- * bf16 (both backends see the same values), at ragged shapes (M, N, K not multiples of any tile or of 8) and aligned
- * ones, with every GPU output poisoned with NaN before the call. Tolerances (||gpu - cpu|| / ||cpu||):
+/* test_gpu_ops.c: every op of both CUDA tables (kernels_cuda, the unfused path, and kernels_cuda_fused, the
+ * GEMM-epilogue programs) against kernels_cpu (the fp32 oracle) on fresh random inputs rounded to bf16 (both
+ * backends see the same values), with every GPU output poisoned with NaN before the call. Shapes: ragged ones (M,
+ * N, K not multiples of any tile or of 8: the fused table's fallback to the unfused op), ragged-but-TMA ones (feature
+ * dimensions multiples of 8, not of the tile: the fused programs' edge tiles and masks) and aligned ones.
+ * Tolerances (||gpu - cpu|| / ||cpu||):
  *   BF16_TOL 1e-2  an output stored in bf16 (the rounding alone is ~2e-3; a GEMM output rounded, then scaled and
  *                  rounded again, ~4e-3);
  *   STAT_TOL 1e-3  fp32 statistics computed from bf16-rounded intermediates (r of a bf16 h, c of bf16 Z) where the
@@ -8,7 +11,10 @@
  *   LOSS_TOL 3e-3  the cross-entropy from bf16 logits (as PyTorch's bf16 autocast computes it): each logit z carries
  *                  an error up to |z| 2^-9, so for logits of size ~10 the loss moves by ~1e-3 of itself;
  *   F32_TOL  1e-5  fp32 outputs of exact bf16 products accumulated in fp32 (dW, G-derived dgamma, Y, dE, AdamW).
- * Also: the ops that reduce (dgamma, dW, dE, c, sum_squares) give the same bits when run twice. */
+ * Also: the ops that reduce (dgamma, dW, dE, c, sum_squares) give the same bits when run twice; the SwiGLU
+ * backward's act is bitwise the forward's; the LM head's loss has the same bits in training and evaluation, also
+ * when its second pass (a target far below the best logit) runs, which the fused table is checked to take. */
+#include "kernels/cuda/fused/fused_ops.h"
 #include "tests/gpu/gpu_test_util.h"
 
 #define BF16_TOL 1e-2
@@ -17,7 +23,8 @@
 #define F32_TOL 1e-5
 
 static void test_memory(void) {
-    CHECK(kg->act_bytes == 2 && strcmp(kg->name, "cuda") == 0, "memory: name cuda, act_bytes 2");
+    CHECK(kg->act_bytes == 2 && strcmp(kg->name, "cuda") == 0 && kg->detail, "memory: name cuda, act_bytes 2 (%s)",
+          kg->detail);
     const size_t n = 1001;
     float *zero = get_f32(dalloc(n * sizeof(float)), n);
     size_t nonzero = 0;
@@ -129,29 +136,41 @@ static void test_gemm_rowscale(int M, int N, int K) {
     gpu_free_all();
 }
 
-static void test_lm_head_loss(int M, int V, int K, double logit_scale) {
+/* lm_head_train (loss, dW, dres, dgamma) and lm_head_loss against the CPU. expect_repass: 1 if the fused table
+ * must take its second pass (logits spread far wider than 64), 0 if it must not, -1 either. */
+static void test_lm_head(int M, int V, int K, double logit_scale, int expect_repass) {
     const float dscale = 0.7f / M;
     const float *O = rand_bf((size_t)M * K, 0.0, logit_scale), *W = rand_bf((size_t)V * K, 0.0, 1.0);
-    const float *r = rand_f(M, 1.0, 0.5);
+    const float *r = rand_f(M, 1.0, 0.5), *x = rand_bf((size_t)M * K, 0.0, 1.0), *gamma = rand_f(K, 1.0, 0.5);
+    const float *dW0 = rand_f((size_t)V * K, 0.0, 1.0), *dgamma0 = rand_f(K, 0.0, 1.0);
     const int32_t *tgt = rand_tokens(M, V);
-    float *loss = nan_f(M), *dZ = nan_f((size_t)M * V), *c = nan_f(M);
-    kc->lm_head_loss(O, W, r, tgt, dscale, loss, dZ, c, M, V, K);
-    void *gO = dev_act(O, (size_t)M * K), *gW = dev_act(W, (size_t)V * K);
-    float *gr = dev_f32(r, M), *gloss = dev_f32_nan(M), *gloss2 = dev_f32_nan(M), *gc = dev_f32_nan(M);
+    float *loss = nan_f(M), *dres = nan_f((size_t)M * K), *dW = copy_f(dW0, (size_t)V * K);
+    float *dgamma = copy_f(dgamma0, K);
+    kc->lm_head_train(O, W, r, tgt, dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
+    void *gO = dev_act(O, (size_t)M * K), *gW = dev_act(W, (size_t)V * K), *gx = dev_act(x, (size_t)M * K);
+    float *gr = dev_f32(r, M), *ggamma = dev_f32(gamma, K), *gloss = dev_f32_nan(M), *gloss2 = dev_f32_nan(M);
+    float *gdW = dev_f32(dW0, (size_t)V * K), *gdgamma = dev_f32(dgamma0, K);
+    void *gdres = dev_act_nan((size_t)M * K);
     int32_t *gt = dev_i32(tgt, M);
-    void *gdZ = dev_act_nan((size_t)M * V);
-    kg->lm_head_loss(gO, gW, gr, gt, dscale, gloss, gdZ, gc, M, V, K);
-    kg->lm_head_loss(gO, gW, gr, gt, dscale, gloss2, NULL, NULL, M, V, K);
-    char what[160];
-    snprintf(what, sizeof what, "lm_head_loss M=%d V=%d K=%d logits O(%g): loss", M, V, K, logit_scale);
+    const long repass0 = fused_lm_head_repasses();
+    kg->lm_head_train(gO, gW, gr, gt, dscale, gx, ggamma, gloss, gdW, gdres, gdgamma, M, V, K);
+    kg->lm_head_loss(gO, gW, gr, gt, gloss2, M, V, K);
+    const long repassed = fused_lm_head_repasses() - repass0;
+    char what[200];
+    snprintf(what, sizeof what, "lm_head_train M=%d V=%d K=%d logits O(%g): loss", M, V, K, logit_scale);
     float *l1 = get_f32(gloss, M);
     check_rel(what, l1, loss, M, LOSS_TOL);
-    snprintf(what, sizeof what, "lm_head_loss M=%d V=%d: dZ = r dscale (softmax - onehot)", M, V);
-    check_rel(what, get_act(gdZ, (size_t)M * V), dZ, (size_t)M * V, BF16_TOL);
-    snprintf(what, sizeof what, "lm_head_loss M=%d V=%d: c = <z, g>", M, V);
-    check_rel(what, get_f32(gc, M), c, M, BF16_TOL);
+    snprintf(what, sizeof what, "lm_head_train M=%d V=%d K=%d: dW += (r g)^T O (pre-filled, fp32)", M, V, K);
+    check_rel(what, get_f32(gdW, (size_t)V * K), dW, (size_t)V * K, BF16_TOL);
+    snprintf(what, sizeof what, "lm_head_train M=%d V=%d K=%d: dres (the final norm's backward)", M, V, K);
+    check_rel(what, get_act(gdres, (size_t)M * K), dres, (size_t)M * K, BF16_TOL);
+    snprintf(what, sizeof what, "lm_head_train M=%d V=%d K=%d: dgamma (pre-filled, fp32)", M, V, K);
+    check_rel(what, get_f32(gdgamma, K), dgamma, K, BF16_TOL);
     CHECK(memcmp(l1, get_f32(gloss2, M), M * sizeof(float)) == 0,
-          "lm_head_loss M=%d V=%d: the loss without dZ (evaluation) has the same bits", M, V);
+          "lm_head_loss M=%d V=%d: evaluation gives the training loss's bits", M, V);
+    if (kg == &kernels_cuda_fused && K % 8 == 0 && expect_repass >= 0)
+        CHECK((repassed > 0) == (expect_repass > 0), "lm_head M=%d V=%d logits O(%g): the second pass ran %ld times "
+              "(expected %s)", M, V, logit_scale, repassed, expect_repass ? "some" : "none");
     gpu_free_all();
 }
 
@@ -191,40 +210,61 @@ static void test_gemm_swiglu_backward(int M, int D, int F) {
     const size_t nz = (size_t)M * 2 * F;
     const float *dY = rand_bf((size_t)M * D, 0.0, 1.0), *Wd = rand_bf((size_t)D * F, 0.0, 0.5);
     const float *Z = rand_bf(nz, 0.0, 3.0), *r = rand_f(M, 1.0, 0.5);
-    float *dZ = nan_f(nz), *c = nan_f(M);
-    kc->gemm_swiglu_backward(dY, Wd, Z, r, dZ, c, M, D, F);
-    void *gdZ = dev_act_nan(nz);
+    float *dZ = nan_f(nz), *c = nan_f(M), *act = nan_f((size_t)M * F);
+    kc->gemm_swiglu_backward(dY, Wd, Z, r, dZ, c, act, M, D, F);
+    void *gdZ = dev_act_nan(nz), *gact = dev_act_nan((size_t)M * F), *gZ = dev_act(Z, nz);
     float *gc = dev_f32_nan(M);
-    kg->gemm_swiglu_backward(dev_act(dY, (size_t)M * D), dev_act(Wd, (size_t)D * F), dev_act(Z, nz), dev_f32(r, M),
-                             gdZ, gc, M, D, F);
+    kg->gemm_swiglu_backward(dev_act(dY, (size_t)M * D), dev_act(Wd, (size_t)D * F), gZ, dev_f32(r, M), gdZ, gc,
+                             gact, M, D, F);
     char what[128];
     snprintf(what, sizeof what, "gemm_swiglu_backward M=%d D=%d F=%d: dZ", M, D, F);
     check_rel(what, get_act(gdZ, nz), dZ, nz, BF16_TOL);
     snprintf(what, sizeof what, "gemm_swiglu_backward M=%d D=%d F=%d: c (fp32)", M, D, F);
     check_rel(what, get_f32(gc, M), c, M, STAT_TOL);
+    snprintf(what, sizeof what, "gemm_swiglu_backward M=%d D=%d F=%d: act", M, D, F);
+    float *act_b = get_act(gact, (size_t)M * F);
+    check_rel(what, act_b, act, (size_t)M * F, BF16_TOL);
+    /* the forward on the same Z (its product: Z . I with r = 1, exact) writes the same act bits */
+    float *eye = halloc((size_t)4 * F * F * sizeof(float)), *ones = halloc(M * sizeof(float));
+    memset(eye, 0, (size_t)4 * F * F * sizeof(float));
+    for (int i = 0; i < 2 * F; i++) eye[(size_t)i * 2 * F + i] = 1.0f;
+    for (int m = 0; m < M; m++) ones[m] = 1.0f;
+    void *gZ2 = dev_act_nan(nz), *gact2 = dev_act_nan((size_t)M * F);
+    kg->gemm_swiglu(gZ, dev_act(eye, (size_t)4 * F * F), dev_f32(ones, M), gZ2, gact2, M, F, 2 * F);
+    CHECK(memcmp(get_act(gZ2, nz), Z, nz * sizeof(float)) == 0 &&
+              memcmp(get_act(gact2, (size_t)M * F), act_b, (size_t)M * F * sizeof(float)) == 0,
+          "gemm_swiglu_backward M=%d F=%d: act is bitwise the forward's for the same Z", M, F);
     gpu_free_all();
 }
 
 static void test_gemm_dx_dw(int M, int N, int K) {
     const float *dY = rand_bf((size_t)M * N, 0.0, 1.0), *W = rand_bf((size_t)N * K, 0.0, 1.0);
     const float *X = rand_bf((size_t)M * K, 0.0, 1.0), *dW0 = rand_f((size_t)N * K, 0.0, 5.0);
-    float *dX = nan_f((size_t)M * K), *dW = copy_f(dW0, (size_t)N * K);
+    const float *scale = rand_f(K, 1.0, 0.5);
+    float *dX = nan_f((size_t)M * K);
     kc->gemm_dx(dY, W, dX, M, N, K);
-    kc->gemm_dw(dY, X, dW, M, N, K);
-    void *gdY = dev_act(dY, (size_t)M * N), *gdX = dev_act_nan((size_t)M * K);
-    float *gdW = dev_f32(dW0, (size_t)N * K), *gdW2 = dev_f32(dW0, (size_t)N * K);
+    void *gdY = dev_act(dY, (size_t)M * N), *gdX = dev_act_nan((size_t)M * K), *gX = dev_act(X, (size_t)M * K);
     kg->gemm_dx(gdY, dev_act(W, (size_t)N * K), gdX, M, N, K);
-    void *gX = dev_act(X, (size_t)M * K);
-    kg->gemm_dw(gdY, gX, gdW, M, N, K);
-    kg->gemm_dw(gdY, gX, gdW2, M, N, K);
     char what[128];
     snprintf(what, sizeof what, "gemm_dx %dx%dx%d: dX", M, N, K);
     check_rel(what, get_act(gdX, (size_t)M * K), dX, (size_t)M * K, BF16_TOL);
-    snprintf(what, sizeof what, "gemm_dw %dx%dx%d: dW += dY^T X (pre-filled, fp32)", M, N, K);
-    float *w1 = get_f32(gdW, (size_t)N * K);
-    check_rel(what, w1, dW, (size_t)N * K, F32_TOL);
-    CHECK(memcmp(w1, get_f32(gdW2, (size_t)N * K), (size_t)N * K * sizeof(float)) == 0,
-          "gemm_dw %dx%dx%d: same bits twice", M, N, K);
+    float *gscale = dev_f32(scale, K);
+    for (int scaled = 0; scaled <= 1; scaled++) {
+        float *dW = copy_f(dW0, (size_t)N * K);
+        kc->gemm_dw(dY, X, scaled ? scale : NULL, dW, M, N, K);
+        float *gdW = dev_f32(dW0, (size_t)N * K), *gdW2 = dev_f32(dW0, (size_t)N * K);
+        kg->gemm_dw(gdY, gX, scaled ? gscale : NULL, gdW, M, N, K);
+        kg->gemm_dw(gdY, gX, scaled ? gscale : NULL, gdW2, M, N, K);
+        /* with a column scale the unfused path (and the fused table's fallback for K or N not a multiple of 8)
+         * multiplies X by it in bf16 first (its O), one rounding more */
+        const int unfused_path = kg == &kernels_cuda || K % 8 || N % 8;
+        snprintf(what, sizeof what, "gemm_dw %dx%dx%d: dW += (dY^T X)%s (pre-filled, fp32)", M, N, K,
+                 scaled ? " * col_scale" : "");
+        float *w1 = get_f32(gdW, (size_t)N * K);
+        check_rel(what, w1, dW, (size_t)N * K, scaled && unfused_path ? BF16_TOL : F32_TOL);
+        CHECK(memcmp(w1, get_f32(gdW2, (size_t)N * K), (size_t)N * K * sizeof(float)) == 0,
+              "gemm_dw %dx%dx%d%s: same bits twice", M, N, K, scaled ? " with a column scale" : "");
+    }
     gpu_free_all();
 }
 
@@ -306,36 +346,69 @@ static void test_adamw(size_t n) {
     gpu_free_all();
 }
 
-int main(void) {
-    require_gpu();
+/* Every op of the table kg. */
+static void test_table(int quick) {
     test_memory();
     test_embed_norm(37, 11, 29);
-    test_embed_norm(64, 50, 2048);
+    if (!quick) test_embed_norm(64, 50, 2048);
     test_gemm_residual_norm(37, 45, 29);
-    test_gemm_residual_norm(300, 2048, 512);
+    test_gemm_residual_norm(37, 40, 72);
+    if (!quick) test_gemm_residual_norm(300, 2048, 512);
     test_gemm_rope(37, 29, 17, 4, 2, 16);
+    test_gemm_rope(200, 136, 17, 4, 2, 16);
     test_gemm_rope(130, 64, 5, 4, 1, 64);
     test_gemm_rope(64, 128, 32, 2, 1, 128);
     test_gemm_swiglu(37, 23, 29);
-    test_gemm_swiglu(200, 512, 256);
+    test_gemm_swiglu(37, 20, 72); /* act [37, 20]: a row TMA cannot describe (direct stores) */
+    if (!quick) test_gemm_swiglu(200, 512, 256);
     test_gemm_rowscale(1, 1001, 64);
     test_gemm_rowscale(37, 45, 29);
-    test_lm_head_loss(37, 45, 29, 1.0);
-    test_lm_head_loss(37, 45, 29, 2.0);
-    test_lm_head_loss(1500, 5003, 64, 1.0); /* two LM_CHUNK chunks, ragged V */
+    test_lm_head(37, 45, 29, 1.0, -1);
+    test_lm_head(37, 45, 72, 2.0, 0);
+    test_lm_head(37, 45, 72, 40.0, 1); /* logits spread over hundreds: targets > 64 below the best */
+    if (!quick) test_lm_head(1500, 5003, 64, 1.0, 0);
+    if (!quick) test_lm_head(4200, 128256, 64, 1.0, 0); /* two chunks (4096 + 104 rows) of the fused E buffer, Llama 3's vocabulary */
     test_gemm_norm_backward(37, 45, 29);
-    test_gemm_norm_backward(300, 1024, 512);
+    test_gemm_norm_backward(200, 136, 72);
+    if (!quick) test_gemm_norm_backward(300, 1024, 512);
+    test_gemm_norm_backward(300, 1024, 2048); /* 128 x 256 tiles */
     test_gemm_swiglu_backward(37, 29, 23);
-    test_gemm_swiglu_backward(200, 256, 512);
+    test_gemm_swiglu_backward(130, 64, 40);
+    if (!quick) test_gemm_swiglu_backward(200, 256, 512);
     test_gemm_dx_dw(37, 45, 29);
-    test_gemm_dx_dw(256, 512, 384);
+    test_gemm_dx_dw(200, 136, 72);
+    if (!quick) test_gemm_dx_dw(256, 512, 384);
+    test_gemm_dx_dw(512, 3072, 2048);
     test_rope_backward(37, 17, 4, 2, 16);
     test_rope_backward(130, 64, 4, 1, 64);
     test_embed_backward(37, 77, 11);
-    test_embed_backward(4096, 256, 300);
-    test_sum_squares(100003, 0);
-    test_sum_squares(100003, 1);
+    if (!quick) test_embed_backward(4096, 256, 300);
+    if (!quick) test_sum_squares(100003, 0);
+    if (!quick) test_sum_squares(100003, 1);
     test_adamw(1001);
-    test_adamw(4096);
+    if (!quick) test_adamw(4096);
+}
+
+/* test_gpu_ops [--quick] [--fused]: --quick leaves out the large shapes (for compute-sanitizer), --fused runs only
+ * the fused table. */
+int main(int argc, char **argv) {
+    int quick = 0, fused_only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--fused")) fused_only = 1;
+        else {
+            fprintf(stderr, "usage: %s [--quick] [--fused]\n", argv[0]);
+            return 2;
+        }
+    }
+    require_gpu();
+    if (!fused_only) {
+        kg = &kernels_cuda;
+        test_label = "[fusion off] ";
+        test_table(quick);
+    }
+    kg = &kernels_cuda_fused;
+    test_label = "[fusion on] ";
+    test_table(quick);
     return test_summary();
 }

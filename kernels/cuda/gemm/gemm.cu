@@ -1,17 +1,12 @@
 /* gemm.cu: host side of the GEMM-epilogue engine: tensor maps (cuTensorMapEncodeTiled through the runtime's
- * driver entry point, so no -lcuda), the SM count, and gemm.h's extern "C" launchers, which instantiate the
- * engine with the programs of gemm_programs.cuh; plus two tiny kernels: one turns K_res's partials into r, one
- * folds gamma into a weight. */
+ * driver entry point, so no -lcuda), the SM count, the schedule heuristic (ge_pick), and gemm.h's extern "C"
+ * launchers, which instantiate the engine with the programs of gemm_programs.cuh; plus the tiny kernel that turns
+ * K_res's partials into r. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "kernels/cuda/gemm/gemm_engine.cuh"
 #include "kernels/cuda/gemm/gemm_programs.cuh"
-
-void ge_fail(const char *what, const char *detail) {
-    fprintf(stderr, "gemm engine: %s: %s\n", what, detail);
-    exit(1);
-}
 
 typedef CUresult (*ge_encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
                                        const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,
@@ -58,49 +53,25 @@ CUtensorMap ge_tensor_map(const char *what, const void *base, uint64_t inner, ui
     return map;
 }
 
-int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N, long ld) {
-    if (((uintptr_t)base & 15) != 0 || (ld * elem_bytes) % 16 != 0 || ld < N || M <= 0 || N <= 0) return 0;
+int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int cols, int M, int N, long ld) {
+    /* A row length that is not a multiple of 16 bytes is refused even where the stride is: a TMA store into such
+     * a row wrote the padding up to the next 16 bytes (test_gemm's strided outputs, N = 777 in rows of 784). */
+    if (((uintptr_t)base & 15) != 0 || (ld * elem_bytes) % 16 != 0 || ((long)N * elem_bytes) % 16 != 0 || ld < N ||
+        M <= 0 || N <= 0)
+        return 0;
     const cuuint64_t dims[2] = {(cuuint64_t)N, (cuuint64_t)M};
     const cuuint64_t strides[1] = {(cuuint64_t)ld * elem_bytes};
-    const cuuint32_t box[2] = {32, 64};
+    const cuuint32_t box[2] = {(cuuint32_t)cols, 64};
     const cuuint32_t estrides[2] = {1, 1};
+    /* the staging slots' layouts: fp32 rows of 128 B, 128-byte swizzle; bf16 rows of 64 B, 64-byte swizzle;
+     * half-width bf16 rows of 32 B, unswizzled */
+    const CUtensorMapSwizzle swz = elem_bytes == 4 ? CU_TENSOR_MAP_SWIZZLE_128B
+                                   : cols == 32    ? CU_TENSOR_MAP_SWIZZLE_64B
+                                                   : CU_TENSOR_MAP_SWIZZLE_NONE;
     CUresult r = ge_encode_tiled()(map, elem_bytes == 4 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                   2, (void *)base, dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                                   elem_bytes == 4 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B,
+                                   2, (void *)base, dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, swz,
                                    CU_TENSOR_MAP_L2_PROMOTION_NONE, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     return r == CUDA_SUCCESS;
-}
-
-int ge_sched_override = 0;
-int ge_stream_hint = 0;
-int ge_pdl = 0;
-int ge_cluster = 0;
-int ge_last_cluster = 0;
-
-cudaLaunchConfig_t ge_launch_config(unsigned grid, unsigned block, size_t smem, cudaStream_t stream, int pdl,
-                                    int cluster, cudaLaunchAttribute *attr) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(grid);
-    cfg.blockDim = dim3(block);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = stream;
-    cfg.attrs = attr;
-    cfg.numAttrs = 0;
-    if (pdl) {
-        attr[cfg.numAttrs] = cudaLaunchAttribute{};
-        attr[cfg.numAttrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        attr[cfg.numAttrs].val.programmaticStreamSerializationAllowed = 1;
-        cfg.numAttrs++;
-    }
-    if (cluster > 1) {
-        attr[cfg.numAttrs] = cudaLaunchAttribute{};
-        attr[cfg.numAttrs].id = cudaLaunchAttributeClusterDimension;
-        attr[cfg.numAttrs].val.clusterDim.x = cluster;
-        attr[cfg.numAttrs].val.clusterDim.y = 1;
-        attr[cfg.numAttrs].val.clusterDim.z = 1;
-        cfg.numAttrs++;
-    }
-    return cfg;
 }
 
 /* Share of the SMs' time a schedule spends on useful tiles: M x N over (rounds x SMs x the tile area), where a round
@@ -112,28 +83,23 @@ static double wave_fill(int M, int N, int bn) {
     return (double)M * N / ((double)rounds * sms * GE_BM * bn);
 }
 
-/* The plain GEMMs' configuration (GE_CFG_*): cooperative 128 x 256, unless its tiles fill the waves clearly worse
- * than ping-pong's 128 x 128 ones (the QKV weight gradient, 3072 x 2048: 192 tiles for 132 SMs, 73% against 97%).
- * The larger tile moves fewer shared-memory and L2 bytes per flop; on an H100, which runs these GEMMs at its
- * 700 W power cap, that decided it: geomean 0.977x cuBLAS cooperative against 0.884x ping-pong over the 16
- * training shapes (large ones 0.96-1.01x against 0.64-0.80x); this choice 0.981-0.988x. On the H200 (also at
- * its cap when loaded for long) ping-pong reads 1.04x in short timings and this choice 1.00x, while sustained
- * the cooperative tile is as fast (16384 x 2048 x 2048) or 5% faster (16384 x 8192 x 8192); RESULTS.md
- * section 5, seventh step. */
-static int pick_cfg(int M, int N) {
-    if (ge_sched_override >= GE_CFG_COOP256 && ge_sched_override <= GE_CFG_PP128) return ge_sched_override;
-    return wave_fill(M, N, 256) >= wave_fill(M, N, 128) - 0.05 ? GE_CFG_COOP256 : GE_CFG_PP128;
-}
-
-/* The fused programs' schedule: ping-pong 128 x 128, which overlaps one consumer's epilogue with the other's main
- * loop, except for large products (M N K >= 2^39, e.g. 16384 x 8192 x 8192), where the cooperative 128 x 256
- * tile's lower shared-memory and L2 traffic per flop wins at an H100's power cap (at 16384 x 8192 x 8192: K_res
- * without O 1.02-1.05x one cuBLAS GEMM against 1.17-1.23x, the row-scaled GEMM 1.00x against 1.30x; RESULTS.md
- * section 5, seventh step). ge_sched_override forces either. */
-static int fused_pp(int M, int N, int K) {
-    if (ge_sched_override == GE_CFG_COOP256 || ge_sched_override == GE_CFG_COOP128) return 0;
-    if (ge_sched_override == GE_CFG_PP128) return 1;
-    return (double)M * N * K < 549755813888.0; /* 2^39 */
+/* The schedules (gemm.h's ge_pick). Plain GEMMs: cooperative 128 x 256, unless its tiles fill the waves clearly
+ * worse than ping-pong's 128 x 128 ones (the QKV weight gradient, 3072 x 2048: 192 tiles for 132 SMs, 73%
+ * against 97%). The larger tile moves fewer shared-memory and L2 bytes per flop; on an H100, which runs these
+ * GEMMs at its 700 W power cap, that decided it: geomean 0.977x cuBLAS cooperative against 0.884x ping-pong over
+ * the 16 training shapes. Fused programs: the same rule. Ping-pong overlaps one consumer's epilogue with the
+ * other's main loop, but on the H100 the row-scaled GEMM measured 1.17-1.32x a bare GEMM on ping-pong against
+ * 0.97-1.03x cooperative (16384 rows, D = 2048-8192; RESULTS.md section 5). K_res (residual): ping-pong below
+ * M N K = 2^39 (its residual tile loads by TMA before the main loop; 1.21x against 1.32x cooperative at
+ * D = 2048), cooperative 128 x 256 above (1.04x against 1.08x at D = 8192). Cooperative-only programs: 128 x 256
+ * or 128 x 128 by the wave rule. */
+extern "C" ge_sched ge_pick(ge_kind kind, int M, int N, int K) {
+    const bool wide = wave_fill(M, N, 256) >= wave_fill(M, N, 128) - 0.05;
+    switch (kind) {
+    case GE_RESIDUAL: return (double)M * N * K < 549755813888.0 /* 2^39 */ ? GE_SCHED_PP128 : GE_SCHED_COOP256;
+    case GE_COOP_ONLY: return wide ? GE_SCHED_COOP256 : GE_SCHED_COOP128;
+    default: return wide ? GE_SCHED_COOP256 : GE_SCHED_PP128;
+    }
 }
 
 int ge_num_sms(void) {
@@ -151,9 +117,8 @@ static long lda_of(ge_layout l, int M, int K) { return l == GE_ATB ? M : K; }
 static long ldb_of(ge_layout l, int N, int K) { return l == GE_ABT ? K : N; }
 
 template <class Program, int BN, int SCHED>
-static void run_layout_cfg(ge_layout l, const void *A, const void *B, int M, int N, int K,
+static void run_layout_cfg(ge_layout l, const void *A, long lda, const void *B, long ldb, int M, int N, int K,
                            const typename Program::Params &p, cudaStream_t s) {
-    const long lda = lda_of(l, M, K), ldb = ldb_of(l, N, K);
     switch (l) {
     case GE_ABT: ge_run<Program, GE_ABT, BN, SCHED>(A, lda, B, ldb, M, N, K, p, s); break;
     case GE_AB: ge_run<Program, GE_AB, BN, SCHED>(A, lda, B, ldb, M, N, K, p, s); break;
@@ -163,95 +128,58 @@ static void run_layout_cfg(ge_layout l, const void *A, const void *B, int M, int
 }
 
 template <class Program>
-static void run_layout(ge_layout l, const void *A, const void *B, int M, int N, int K,
-                       const typename Program::Params &p, cudaStream_t s) {
-    switch (pick_cfg(M, N)) {
-    case GE_CFG_COOP128: run_layout_cfg<Program, 128, GE_COOP>(l, A, B, M, N, K, p, s); break;
-    case GE_CFG_PP128: run_layout_cfg<Program, 128, GE_PINGPONG>(l, A, B, M, N, K, p, s); break;
-    default: run_layout_cfg<Program, 256, GE_COOP>(l, A, B, M, N, K, p, s); break;
+static void run_layout(ge_layout l, const void *A, long lda, const void *B, long ldb, int M, int N, int K,
+                       const typename Program::Params &p, ge_sched sched, cudaStream_t s) {
+    switch (sched == GE_SCHED_AUTO ? ge_pick(GE_PLAIN, M, N, K) : sched) {
+    case GE_SCHED_COOP128: run_layout_cfg<Program, 128, GE_COOP>(l, A, lda, B, ldb, M, N, K, p, s); break;
+    case GE_SCHED_PP128: run_layout_cfg<Program, 128, GE_PINGPONG>(l, A, lda, B, ldb, M, N, K, p, s); break;
+    default: run_layout_cfg<Program, 256, GE_COOP>(l, A, lda, B, ldb, M, N, K, p, s); break;
     }
 }
 
 extern "C" void ge_gemm_bf16(ge_layout layout, const void *A, const void *B, void *C, int M, int N, int K,
-                             cudaStream_t stream) {
-    run_layout<GeStore<bf16, false>>(layout, A, B, M, N, K, {ge_out((bf16 *)C, M, N, N)}, stream);
+                             ge_sched sched, cudaStream_t stream) {
+    run_layout<GeStore<bf16, false>>(layout, A, lda_of(layout, M, K), B, ldb_of(layout, N, K), M, N, K,
+                                     {{ge_out((bf16 *)C, M, N, N)}}, sched, stream);
+}
+
+extern "C" void ge_gemm_f32_strided(ge_layout layout, const void *A, long lda, const void *B, long ldb, float *C,
+                                    long ldc, int accumulate, int M, int N, int K, ge_sched sched,
+                                    cudaStream_t stream) {
+    if (accumulate)
+        run_layout<GeStore<float, true>>(layout, A, lda, B, ldb, M, N, K,
+                                         {{ge_out_as<GeOut<float, 32, true>>(C, M, N, ldc)}}, sched, stream);
+    else
+        run_layout<GeStore<float, false>>(layout, A, lda, B, ldb, M, N, K, {{ge_out(C, M, N, ldc)}}, sched, stream);
 }
 
 extern "C" void ge_gemm_f32(ge_layout layout, const void *A, const void *B, float *C, int accumulate, int M, int N,
-                            int K, cudaStream_t stream) {
-    if (accumulate)
-        run_layout<GeStore<float, true>>(layout, A, B, M, N, K, {ge_out(C, M, N, N)}, stream);
-    else
-        run_layout<GeStore<float, false>>(layout, A, B, M, N, K, {ge_out(C, M, N, N)}, stream);
-}
-
-/* A fused program on A . W^T (A [M,K], W [N,K]), on the schedule fused_pp picks: PP on ping-pong 128 x 128, COOP
- * (the same program for 256-wide tiles, with the same Params) on cooperative 128 x 256. */
-template <class PP, class COOP>
-static void run_fused(const void *A, const void *W, int M, int N, int K, const typename PP::Params &p,
-                      cudaStream_t stream) {
-    if (fused_pp(M, N, K))
-        ge_run<PP, GE_ABT, 128, GE_PINGPONG>(A, K, W, K, M, N, K, p, stream);
-    else
-        ge_run<COOP, GE_ABT>(A, K, W, K, M, N, K, p, stream);
+                            int K, ge_sched sched, cudaStream_t stream) {
+    ge_gemm_f32_strided(layout, A, lda_of(layout, M, K), B, ldb_of(layout, N, K), C, N, accumulate, M, N, K, sched,
+                        stream);
 }
 
 extern "C" int ge_row_parts(int N) { return (N + GE_PART_COLS - 1) / GE_PART_COLS; }
 
 extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
-                                 float *part, int M, int N, int K, cudaStream_t stream) {
-    const GeResNormParams p = {ge_out((bf16 *)D, M, N, N), ge_out((bf16 *)O, M, N, N), (const bf16 *)res, gamma,
-                               part, N, ge_row_parts(N), ge_out((bf16 *)res, M, N, N)};
-    if (p.D.tma && p.R.tma) /* on ping-pong, the residual through shared memory (TMA), D in place over it */
-        run_fused<GeResNormTma<128>, GeResNorm<>>(A, W, M, N, K, p, stream);
+                                 float *part, int M, int N, int K, ge_sched sched, cudaStream_t stream) {
+    GeResNormParams p = {};
+    p.out.head = ge_out((bf16 *)D, M, N, N);
+    p.out.tail.head = ge_out((bf16 *)O, M, N, N);
+    p.res = (const bf16 *)res;
+    p.gamma = gamma;
+    p.part = part;
+    p.ld = N;
+    p.ldpart = ge_row_parts(N);
+    p.R = ge_out((bf16 *)res, M, N, N);
+    if (sched == GE_SCHED_AUTO) sched = ge_pick(GE_RESIDUAL, M, N, K);
+    if (p.out.head.tma && p.R.tma) /* on ping-pong, the residual through shared memory (TMA), D in place over it */
+        ge_run_fused<GeResNormTma<128>, GeResNorm<>>(A, K, W, K, M, N, K, p, sched, stream);
     else
-        run_fused<GeResNorm<128>, GeResNorm<>>(A, W, M, N, K, p, stream);
-}
-
-extern "C" void ge_gemm_res_rms(const void *A, const void *W, const void *res, void *D, float *part, int M, int N,
-                                int K, cudaStream_t stream) {
-    if (M <= 0 || N <= 0) return;
-    const GeResNormParams p = {ge_out((bf16 *)D, M, N, N), {}, (const bf16 *)res, nullptr, part, N, ge_row_parts(N),
-                               ge_out((bf16 *)res, M, N, N)};
-    if (!p.D.tma || !p.R.tma)
-        ge_fail("ge_gemm_res_rms", "D and res must be 16-byte aligned with N a multiple of 8 (TMA describes both)");
-    run_fused<GeResNormTma<128, false>, GeResNormTma<GE_BN, false, 1>>(A, W, M, N, K, p, stream);
-}
-
-/* Thread x of a block owns columns 8 x' .. 8 x' + 7 (x' = x, x + blockDim, ...: 16 bytes of a row) and keeps
- * their gamma in registers; the blocks stride over the rows. */
-static __global__ void ge_fold_gamma_kernel(const uint4 *W, const float *gamma, uint4 *Wg, int N, int K8) {
-    for (int k8 = threadIdx.x; k8 < K8; k8 += blockDim.x) {
-        float g[8];
-#pragma unroll
-        for (int q = 0; q < 8; q++) g[q] = gamma[8 * k8 + q];
-#pragma unroll 4
-        for (int n = blockIdx.x; n < N; n += gridDim.x) {
-            uint4 w = W[(long)n * K8 + k8];
-            __nv_bfloat162 *h = reinterpret_cast<__nv_bfloat162 *>(&w);
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const float2 f = __bfloat1622float2(h[q]);
-                h[q] = __floats2bfloat162_rn(f.x * g[2 * q], f.y * g[2 * q + 1]);
-            }
-            Wg[(long)n * K8 + k8] = w;
-        }
-    }
-}
-
-extern "C" void ge_fold_gamma(const void *W, const float *gamma, void *Wg, int N, int K, cudaStream_t stream) {
-    if (N <= 0 || K <= 0) return;
-    if (K % 8 != 0 || ((uintptr_t)W & 15) != 0 || ((uintptr_t)Wg & 15) != 0)
-        ge_fail("ge_fold_gamma", "W and Wg must be 16-byte aligned with K a multiple of 8 (as a GEMM operand's rows)");
-    const int K8 = K / 8, threads = K8 < 256 ? (K8 + 31) / 32 * 32 : 256, rows = 8 * ge_num_sms();
-    ge_fold_gamma_kernel<<<N < rows ? N : rows, threads, 0, stream>>>((const uint4 *)W, gamma, (uint4 *)Wg, N, K8);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) ge_fail("launch of ge_fold_gamma_kernel", cudaGetErrorString(e));
+        ge_run_fused<GeResNorm<128>, GeResNorm<>>(A, K, W, K, M, N, K, p, sched, stream);
 }
 
 static __global__ void ge_rms_finish_kernel(const float *part, int nparts, int M, int N, float eps, float *r) {
-    grid_dep_wait(); /* launched with PDL: K_res's partials are complete */
-    grid_dep_launch();
     const int m = blockIdx.x * blockDim.x + threadIdx.x;
     if (m >= M) return;
     float s = 0.0f;
@@ -261,17 +189,15 @@ static __global__ void ge_rms_finish_kernel(const float *part, int nparts, int M
 
 extern "C" void ge_rms_finish(const float *part, int M, int N, float eps, float *r, cudaStream_t stream) {
     if (M <= 0) return;
-    cudaLaunchAttribute attr[2];
-    const cudaLaunchConfig_t cfg = ge_launch_config((M + 255) / 256, 256, 0, stream, ge_pdl, 1, attr);
-    cudaError_t e = cudaLaunchKernelEx(&cfg, ge_rms_finish_kernel, part, ge_row_parts(N), M, N, eps, r);
-    if (e == cudaSuccess) e = cudaGetLastError();
+    ge_rms_finish_kernel<<<(M + 255) / 256, 256, 0, stream>>>(part, ge_row_parts(N), M, N, eps, r);
+    const cudaError_t e = cudaGetLastError();
     if (e != cudaSuccess) ge_fail("launch of ge_rms_finish_kernel", cudaGetErrorString(e));
 }
 
 extern "C" void ge_gemm_rowscale(const void *O, const void *W, const float *r, void *Z, int z_f32, int M, int N,
-                                 int K, cudaStream_t stream) {
+                                 int K, ge_sched sched, cudaStream_t stream) {
     if (z_f32)
-        run_fused<GeRowScale<float>, GeRowScale<float>>(O, W, M, N, K, {r, ge_out((float *)Z, M, N, N)}, stream);
+        ge_run_fused<GeRowScale<float>>(O, K, W, K, M, N, K, {{ge_out((float *)Z, M, N, N)}, r}, sched, stream);
     else
-        run_fused<GeRowScale<bf16>, GeRowScale<bf16>>(O, W, M, N, K, {r, ge_out((bf16 *)Z, M, N, N)}, stream);
+        ge_run_fused<GeRowScale<bf16>>(O, K, W, K, M, N, K, {{ge_out((bf16 *)Z, M, N, N)}, r}, sched, stream);
 }

@@ -1,4 +1,5 @@
-/* gemm_engine.cuh: the GEMM-epilogue engine for sm_90a (DESIGN §4): one main loop, any epilogue program.
+/* gemm_engine.cuh: the GEMM-epilogue engine for sm_90a (docs/DESIGN.md, "The GEMM-epilogue engine"): one main
+ * loop, any epilogue program.
  *
  * Design note
  * - Problem: C[M,N] = op(A) . op(B) in bf16 with fp32 accumulation, for the three storage layouts of gemm.h
@@ -13,13 +14,14 @@
  *   GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's tiles c, c + 2, ...): per k16 step two
  *   wgmma.m64n128k16 (row blocks 0 and 1); an mbarrier pair makes the two consumers' main loops alternate, so one
  *   consumer's epilogue runs while the other's main loop keeps the tensor cores busy. Which one runs
- *   (gemm.cu's pick_cfg, fused_pp): under sustained load both the H100 and the H200 run these GEMMs at their
+ *   (gemm.cu's ge_pick, from the shape and the program's kind): under sustained load both the H100 and the H200 run these GEMMs at their
  *   700 W power cap, so work per joule decides, and the cooperative 128 x 256 tile moves fewer shared-memory
  *   and L2 bytes per flop (at full tensor rate about 80 + 48 B/clk of wgmma reads and TMA writes per SM,
  *   against 96 + 64 for 128 x 128 tiles). So the plain GEMMs run cooperative 128 x 256 unless its tiles fill
  *   the waves clearly worse; the fused programs run ping-pong, whose overlapped epilogue wins for products up
  *   to M N K = 2^39, and cooperative above (K_res brings its residual through shared memory with GeTileInTma
- *   on either). For the overlap to hold, an epilogue must take less time than a
+ *   on either); programs with column partials (or whose input staging only fits one row block) run
+ *   cooperative. For the overlap to hold, an epilogue must take less time than a
  *   main loop, and an epilogue runs once per tile, its instructions fetched afresh each time: a large one is
  *   fetch-bound (ncu: "no instruction" stalls 9% -> 29% when an extra output doubled the code). So its code is
  *   kept compact: the output path (TMA or direct stores) is a template parameter of the kernel, never a branch
@@ -39,16 +41,6 @@
  * - Grid and order: persistent (one CTA per SM, or fewer if fewer tiles); CTA b handles tiles b, b + grid, ...
  *   Tile order is grouped along M (GE_GROUP_M tile-rows per group, M fastest inside a group) so that the CTAs in
  *   flight share A row-panels and B column-panels in L2. The producer runs up to a ring ahead, across tiles.
- * - Clusters (template parameter CL = 2, either schedule, when ge_cluster is set and the tile rows pair up): two
- *   CTAs along M take the units (2 um, un), (2 um + 1, un) and share B: each loads its A and half of B's k-block,
- *   multicast to both (.multicast::cluster), so full[s] expects the whole stage as before, and empty[s] counts
- *   the consumer warps of both CTAs (lane 1 arrives on the other CTA's barrier, release at CTA scope: at
- *   cluster scope the GEMMs ran 2.1-2.6x slower). The main loop then reads 25% fewer bytes from L2. Measured:
- *   no gain on the H200 (ping-pong geomean 1.023 -> 1.000x cuBLAS, K_res +9%), mixed on an H100 (0.898 ->
- *   0.925x, large shapes better); cooperative 128 x 256 in pairs read 0.977 -> 0.965x (H100) and 0.977 ->
- *   0.968x (H200); so it is off by default (RESULTS.md section 5, sixth and seventh steps). What multicast
- *   does not cut is the shared-memory traffic per SM (TMA writes the whole stage into each CTA; wgmma reads
- *   it), which at 128 x 128 tiles is what the main loop and the epilogue compete for.
  * - Accumulator layout (the wgmma D fragment): in row block r (r = c cooperative, r = 0, 1 ping-pong), consumer
  *   thread (warp w of its warpgroup, lane l) holds acc[r][4j + 2h + e] = C[m0 + 64r + 16w + l/4 + 8h]
  *   [n0 + 8j + 2(l%4) + e], j = 0..BN/8-1, h = 0..1, e = 0..1. So per row block a thread holds two rows and, per
@@ -65,23 +57,27 @@
  *   go out like the epilogue's (flush_held(p, tile) in one thread), through the same staging buffers in the same
  *   rotation, so its stores overlap the main loop instead of lengthening the epilogue. Optional members:
  *   kStageUnits, kInUnits, kVecFloats, kColPartials (shared memory the program needs), kMaxStages (a cap on the
- *   ring), and static direct(params) for programs with GeOut outputs. The hooks compose the
+ *   ring), and static direct(params) for programs with GeOut outputs. A program derived from GeProgram<Os...>
+ *   declares its staged outputs instead (the GeOut types, held in its Params as `out`): kStageUnits, direct()
+ *   and flush() follow from the declaration. The hooks compose the
  *   primitives of gemm_epilogue.cuh; the main loop never changes. Output tiles go through GeOut: frag() puts
  *   the fragment's two row pairs into a swizzled shared staging slot (kStageUnits 4 KB units per chunk, 2 to 4
  *   buffers; bf16 by the warp's 8 x 8 matrix stores, stmatrix), flush() issues the chunk's TMA store or fp32
  *   add-reduce (cp.async.bulk.tensor / cp.reduce.async.bulk.tensor) without waiting; a buffer is rewritten only
  *   after bulk_wait_read says its stores have read it. kColPartials = true
  *   reserves 8 warps x BN floats of scratch for column partials (cooperative only); kVecFloats, a column vector.
- *   Example (the plain GEMM, gemm_programs.cuh): kStageUnits = 1 (bf16);
- *     frag()  { ge_out_put(p.C, t, 0, col, v); }    flush() { ge_out_flush(p.C, t, 0); }
+ *   Example (the plain GEMM, gemm_programs.cuh), all of it:
+ *     struct GeStore : GeProgram<GeOut<bf16>> { struct Params { Out out; };
+ *                                               frag(p, t, col, v) { ge_put<0>(p.out, t, col, v); } };
  * - Host: ge_run<Program, layout, BN, SCHED>(A, lda, B, ldb, M, N, K, params, stream) builds the two operand
  *   CUtensorMaps (cuTensorMapEncodeTiled through cudaGetDriverEntryPointByVersion: no -lcuda) and launches;
  *   ge_out(ptr, M, N, ld) builds a GeOut (its map, or tma = 0 where TMA cannot describe it: then the program's
  *   direct() says so and ge_run launches the instantiation whose GeOuts store straight from registers; the
  *   path is a template parameter, never a per-fragment branch, which keeps the unrolled epilogue small enough
- *   for the instruction cache). Launches go through cudaLaunchKernelEx, with programmatic dependent launch when
- *   ge_pdl is set: every CTA waits (griddepcontrol.wait) before touching global memory, and its producer lets
- *   the next kernel launch once it has issued its last loads.
+ *   for the instruction cache).
+ * - Measured and removed (RESULTS.md section 5 has the numbers): 2-CTA clusters with TMA multicast of B (no gain
+ *   on the H200, mixed on the H100), programmatic dependent launch (+1% at D = 2048, -3 to -9% at D = 8192), L2
+ *   evict-first hints on the epilogue's streams (no change).
  */
 #ifndef GEMM_ENGINE_CUH
 #define GEMM_ENGINE_CUH
@@ -89,6 +85,7 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
+#include <type_traits>
 #include <stdio.h>
 #include <string.h>
 
@@ -105,54 +102,38 @@
 
 /* ---------------------------------------------------------------- host helpers (gemm.cu) */
 
+/* A failed engine call: the backend's checked-call failure, which names the call, the file and the line. */
+void cuda_fail(const char *what, const char *detail, const char *file, int line);
+#define ge_fail(what, detail) cuda_fail((what), (detail), __FILE__, __LINE__)
+
 /* A 2-D bf16 tensor map of `outer` rows of `inner` elements (row stride ld elements), box box_inner x box_outer,
  * 128-byte swizzle, zero fill. `what` names the operand in the error message if TMA cannot describe it. */
 CUtensorMap ge_tensor_map(const char *what, const void *base, uint64_t inner, uint64_t outer, uint64_t ld,
                           uint32_t box_inner, uint32_t box_outer);
-/* The store map of a GeOut: [M, N] of bf16 (elem_bytes 2) or fp32 (4), row stride ld, box 32 columns x 64 rows,
- * swizzled as gemm_epilogue.cuh's ge_stage_off. Returns 0 (map unusable) where TMA cannot describe the matrix. */
-int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int M, int N, long ld);
+/* The store map of a GeOut: [M, N] of bf16 (elem_bytes 2) or fp32 (4), row stride ld, box `cols` columns x 64 rows,
+ * laid out as gemm_epilogue.cuh's staging slots (ge_stage_off, ge_stage_off_half). Returns 0 (map unusable) where
+ * TMA cannot describe the matrix. */
+int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int cols, int M, int N, long ld);
 int ge_num_sms(void);
-void ge_fail(const char *what, const char *detail);
-/* A launch of grid x block threads with smem bytes of dynamic shared memory on stream, with programmatic stream
- * serialization if pdl, in clusters of `cluster` CTAs along x if cluster > 1 (attr: storage for two attributes,
- * which must outlive the launch call). */
-cudaLaunchConfig_t ge_launch_config(unsigned grid, unsigned block, size_t smem, cudaStream_t stream, int pdl,
-                                    int cluster, cudaLaunchAttribute *attr);
-/* Configurations of the launchers in gemm.cu: tile width and schedule (see ge_kernel). ge_sched_override (tests,
- * benchmarks) forces one for the plain GEMMs; for the fused programs either cooperative one means cooperative
- * 128 x 256. 0 (default): the plain GEMMs pick by the wave count, the fused programs run ping-pong 128 x 128. */
-enum { GE_CFG_AUTO = 0, GE_CFG_COOP256 = 1, GE_CFG_COOP128 = 2, GE_CFG_PP128 = 3 };
-extern int ge_sched_override;
-/* 1: the launchers' epilogue streams (GeOut stores, K_res's residual) use the L2 evict-first policy. */
-extern int ge_stream_hint;
-/* 1: the engine's kernels (and ge_rms_finish) launch with programmatic stream serialization (PDL): each one's
- * CTAs start and set up as the previous kernel's CTAs exit, then wait for it to complete (griddepcontrol.wait)
- * before they touch global memory, so any kernel may precede them. 0 (default): plain launches. On the H200,
- * PDL made the D = 2048 pattern 1-1.5% faster but the D = 8192 one 3-9% slower (RESULTS.md section 5). */
-extern int ge_pdl;
-/* 1: the kernels run in clusters of two CTAs along M that share each B k-block: each CTA loads half of it and
- * multicasts it to both (TMA .multicast::cluster), so the main loop reads a quarter less from L2.
- * 0 (default): no clusters; pairs measured no faster on the H200 and mixed on an H100 (RESULTS.md section 5). */
-extern int ge_cluster;
-/* The cluster size of the engine's last launch (1 or 2), for tests that must know which path ran. */
-extern int ge_last_cluster;
 
 /* An output for an epilogue program's Params: through TMA where the matrix allows it, else direct stores. */
-template <class T>
-GeOut<T> ge_out(T *p, int M, int N, long ld) {
-    GeOut<T> o;
+template <class O>
+O ge_out_as(typename O::Elem *p, int M, int N, long ld) {
+    O o;
     memset(&o, 0, sizeof o);
     o.ptr = p;
     o.ld = ld;
-    o.tma = ge_out_map(&o.map, p, (int)sizeof(T), M, N, ld);
-    o.hint = ge_stream_hint;
+    o.tma = ge_out_map(&o.map, p, (int)sizeof(typename O::Elem), O::kCols, M, N, ld);
     return o;
 }
-/* The same, always stored directly from registers (the path the engine had before GeOut). */
 template <class T>
-GeOut<T> ge_out_direct(T *p, long ld) {
-    GeOut<T> o;
+GeOut<T> ge_out(T *p, int M, int N, long ld) {
+    return ge_out_as<GeOut<T>>(p, M, N, ld);
+}
+/* The same, always stored directly from registers (the path the engine had before GeOut). */
+template <class O = GeOut<bf16>>
+O ge_out_direct(typename O::Elem *p, long ld) {
+    O o;
     memset(&o, 0, sizeof o);
     o.ptr = p;
     o.ld = ld;
@@ -191,15 +172,14 @@ struct GeSmem {
     static_assert(kBytes <= GE_SMEM_LIMIT, "shared memory over the limit");
 };
 
-/* Unit u of the grouped order over Mu x Nt units, `group` unit-rows per group -> (um, un). A unit is one tile, or
- * with clusters of CL CTAs the CL tiles (CL * um + rank, un) that share a B panel. */
-__device__ __forceinline__ void ge_unit_coords(int u, int Mu, int Nt, int group, int &um, int &un) {
+/* Tile u of the grouped order over Mt x Nt tiles, `group` tile-rows per group -> (tm, tn). */
+__device__ __forceinline__ void ge_tile_coords(int u, int Mt, int Nt, int group, int &tm, int &tn) {
     const int per_group = group * Nt;
     const int g = u / per_group, first = g * group;
-    const int gsize = min(Mu - first, group);
+    const int gsize = min(Mt - first, group);
     const int r = u - g * per_group;
-    um = first + r % gsize;
-    un = r / gsize;
+    tm = first + r % gsize;
+    tn = r / gsize;
 }
 
 /* Schedules. GE_COOP: both consumers work on one 128 x BN tile (consumer c: rows 64c..64c+63), then both run its
@@ -208,15 +188,12 @@ __device__ __forceinline__ void ge_unit_coords(int u, int Mu, int Nt, int group,
  * tensor cores busy; an mbarrier per consumer makes the two main loops alternate (see the wait below). */
 enum { GE_COOP = 0, GE_PINGPONG = 1 };
 
-/* A consumer warp is done reading a stage: lane 0 tells this CTA's producer, and with clusters lane 1 tells the
- * other CTA's (whose share of B this CTA's stage also holds). */
-template <int CL>
-__device__ __forceinline__ void ge_release_stage(uint64_t *empty, int lane, uint32_t rank) {
+/* A consumer warp is done reading a stage: lane 0 tells the producer. */
+__device__ __forceinline__ void ge_release_stage(uint64_t *empty, int lane) {
     if (lane == 0) mbar_arrive(empty);
-    if (CL > 1 && lane == 1) mbar_arrive_cluster(empty, rank ^ 1);
 }
 
-template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT, int CL>
+template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT>
 __global__ void __launch_bounds__(GE_THREADS, 1)
     ge_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, int M, int N, int K,
               const __grid_constant__ typename Program::Params params) {
@@ -226,7 +203,6 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
     constexpr int MB = PP ? 2 : 1; /* m64 row blocks per consumer */
     constexpr bool kFlush = L::kUnits > 0 || Program::kInUnits > 0; /* the program stores tiles by TMA */
     static_assert(!PP || (BN == 128 && !Program::kColPartials), "ping-pong: 128 x 128 tiles, no column partials");
-    static_assert(CL == 1 || CL == 2, "clusters of 1 or 2 CTAs");
     extern __shared__ uint8_t ge_smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(ge_smem_raw) + 1023) & ~uintptr_t(1023));
     uint8_t *sA = smem;
@@ -239,33 +215,20 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
 
     const int Mt = (M + GE_BM - 1) / GE_BM, Nt = (N + BN - 1) / BN;
     const int nk = (K + GE_BK - 1) / GE_BK;
-    /* Work units: a unit is CL tiles stacked along M (ge_run clusters only where Mt is a multiple of CL). Cluster q
-     * (CTAs CL q .. CL q + CL - 1) takes units q, q + grid / CL, ...; its rank r, tile (CL um + r, un). */
-    const int Mu = Mt / CL, nunits = Mu * Nt;
-    const int unit0 = blockIdx.x / CL, unit_step = gridDim.x / CL;
-    /* a 1-D cluster is CL consecutive CTAs: %cluster_ctarank = blockIdx.x % CL, which (unlike reading the special
-     * register in inline asm) the compiler may recompute where it would otherwise keep it in a register */
-    const uint32_t rank = blockIdx.x % CL;
+    /* CTA b takes tiles b, b + grid, ... */
+    const int ntiles = Mt * Nt;
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) {
             mbar_init(&full[s], 1);
-            /* lane 0 of each warp of the consumer(s) reading the stage, in each CTA of the cluster: every CTA's
-             * producer writes its share of B into all of them */
-            mbar_init(&empty[s], (PP ? 4 : 8) * CL);
+            mbar_init(&empty[s], PP ? 4 : 8); /* lane 0 of each warp of the consumer(s) reading the stage */
         }
         mbar_init(&order[0], 1);
         mbar_init(&order[1], 1);
         for (int q = 0; q < 2 * L::kInBars; q++) mbar_init(&in_full[q], 1);
         mbar_fence_init();
     }
-    if constexpr (CL > 1)
-        cluster_sync(); /* the other CTAs' barriers are initialized before anything signals them */
-    else
-        __syncthreads();
-    /* Launched with programmatic stream serialization (ge_pdl), this CTA may have started (and set up its
-     * barriers) while the previous kernel finished: wait for that kernel before touching global memory. */
-    grid_dep_wait();
+    __syncthreads();
 
     if (threadIdx.x < 128) {
         /* ---------------- producer warpgroup: one thread streams A and B k-blocks into the stage ring */
@@ -275,14 +238,13 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             tma_prefetch_desc(&tmB);
             int s = 0;
             uint32_t phase = 0;
-            for (int u = unit0; u < nunits; u += unit_step) {
-                int um, tn;
-                ge_unit_coords(u, Mu, Nt, GE_GROUP_M / CL, um, tn);
-                const int m0 = (CL * um + (int)rank) * GE_BM, n0 = tn * BN;
+            for (int u = blockIdx.x; u < ntiles; u += gridDim.x) {
+                int tm, tn;
+                ge_tile_coords(u, Mt, Nt, GE_GROUP_M, tm, tn);
+                const int m0 = tm * GE_BM, n0 = tn * BN;
                 for (int kb = 0; kb < nk; kb++) {
                     const int k0 = kb * GE_BK;
                     mbar_wait(&empty[s], phase ^ 1);
-                    /* the whole stage arrives here: this CTA's A and every CTA's share of B */
                     mbar_arrive_expect_tx(&full[s], L::kStage);
                     uint8_t *a = sA + s * L::kA, *b = sB + s * L::kB;
                     if (A_MN) {
@@ -291,21 +253,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                     } else {
                         tma_load_2d(a, &tmA, &full[s], k0, m0);
                     }
-                    if constexpr (CL > 1) {
-                        /* this CTA's share of B: columns n0 + rank BN / CL .. (rank + 1) BN / CL - 1, into every
-                         * CTA of the cluster (the stage holds B's columns 64 apart, 8 KB per 64, either layout) */
-                        constexpr int share = BN / CL;
-                        if (B_MN) {
-#pragma unroll
-                            for (int i = 0; i < share / 64; i++) {
-                                const int box = (int)rank * (share / 64) + i;
-                                tma_load_2d_multicast(b + box * 8192, &tmB, &full[s], n0 + 64 * box, k0, (1u << CL) - 1);
-                            }
-                        } else {
-                            tma_load_2d_multicast(b + rank * share * 128, &tmB, &full[s], k0, n0 + (int)rank * share,
-                                                  (1u << CL) - 1);
-                        }
-                    } else if (B_MN) {
+                    if (B_MN) {
 #pragma unroll
                         for (int i = 0; i < BN / 64; i++) tma_load_2d(b + i * 8192, &tmB, &full[s], n0 + 64 * i, k0);
                     } else {
@@ -317,10 +265,6 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                     }
                 }
             }
-            /* All of this CTA's loads are issued: the next kernel may launch (its CTAs take SMs as this grid's
-             * exit, and wait in grid_dep_wait). Letting it launch at the start instead read 9% slower on the
-             * D = 8192 pattern in one comparison (RESULTS.md section 5, fifth step). */
-            grid_dep_launch();
         }
     } else {
         /* ---------------- consumer warpgroups: wgmma main loop, then the epilogue program */
@@ -354,7 +298,6 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             tile.soff32[h] = ge_stage_off((const float *)nullptr, tile.srow + 8 * h, 2 * (lane & 3));
         tile.stage = 0;
         tile.j = 0;
-        tile.l2_stream = l2_evict_first_policy();
         tile.bn = BN;
         tile.nblk = MB;
         tile.bar = PP ? 2 + c : 1;
@@ -398,11 +341,10 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             }
         };
 
-        /* the CTA's i-th unit (u = unit0 + i * unit_step) is k-blocks i*nk .. i*nk + nk - 1 of the ring */
-        for (int i = PP ? c : 0, u = unit0 + i * unit_step; u < nunits; i += PP ? 2 : 1, u = unit0 + i * unit_step) {
-            int um, tn;
-            ge_unit_coords(u, Mu, Nt, GE_GROUP_M / CL, um, tn);
-            const int tm = CL * um + (int)rank;
+        /* the CTA's i-th tile (u = blockIdx.x + i * gridDim.x) is k-blocks i*nk .. i*nk + nk - 1 of the ring */
+        for (int i = PP ? c : 0, u = blockIdx.x + i * gridDim.x; u < ntiles; i += PP ? 2 : 1, u = blockIdx.x + i * gridDim.x) {
+            int tm, tn;
+            ge_tile_coords(u, Mt, Nt, GE_GROUP_M, tm, tn);
             tile.tm = tm;
             tile.tn = tn;
             tile.m0 = tm * GE_BM;
@@ -438,7 +380,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 }
                 wgmma_commit();
                 wgmma_wait<1>();
-                if (kb > 0) ge_release_stage<CL>(&empty[prev], lane, rank);
+                if (kb > 0) ge_release_stage(&empty[prev], lane);
                 prog.during(params, tile, kb, nk);
                 stage_held(kb);
                 prev = s;
@@ -449,7 +391,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             }
             if (PP && wtid == 0) mbar_arrive(&order[c]);
             wgmma_wait<0>();
-            ge_release_stage<CL>(&empty[prev], lane, rank);
+            ge_release_stage(&empty[prev], lane);
 #pragma unroll
             for (int mb = 0; mb < MB; mb++)
 #pragma unroll
@@ -496,44 +438,32 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             if (leader) bulk_wait<0>();
         }
     }
-    if constexpr (CL > 1) cluster_sync(); /* the other CTAs may still arrive on this one's empty barriers */
 }
 
 /* ---------------------------------------------------------------- host launch */
 
-/* Launches one instantiation of the kernel: one CTA (or cluster of CL) per unit of work, at most as many as can be
- * resident at once (one CTA per SM; clusters: as cudaOccupancyMaxActiveClusters says, since a cluster's CTAs
- * must share a GPC). */
-template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT, int CL>
+/* Launches one instantiation of the kernel: one CTA per tile, at most one per SM. */
+template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT>
 void ge_launch(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int K,
                const typename Program::Params &params, cudaStream_t stream) {
     constexpr int smem = GeSmem<Program, BN, SCHED>::kBytes;
-    auto kernel = ge_kernel<Program, A_MN, B_MN, BN, SCHED, DIRECT, CL>;
-    cudaLaunchAttribute attr[2];
-    static int max_units = 0; /* one per instantiation: CTAs (clusters) that fit at once */
-    if (!max_units) {
-        cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    auto kernel = ge_kernel<Program, A_MN, B_MN, BN, SCHED, DIRECT>;
+    static bool configured = false; /* one per instantiation */
+    if (!configured) {
+        const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
         if (e != cudaSuccess) ge_fail("cudaFuncSetAttribute(ge_kernel)", cudaGetErrorString(e));
-        max_units = ge_num_sms();
-        if (CL > 1) {
-            const cudaLaunchConfig_t probe = ge_launch_config(CL * ge_num_sms(), GE_THREADS, smem, stream, 0, CL, attr);
-            e = cudaOccupancyMaxActiveClusters(&max_units, kernel, &probe);
-            if (e != cudaSuccess || max_units <= 0)
-                ge_fail("cudaOccupancyMaxActiveClusters(ge_kernel)",
-                        e != cudaSuccess ? cudaGetErrorString(e) : "no cluster of this kernel fits on the GPU");
-        }
+        configured = true;
     }
-    const long nunits = (long)((M + GE_BM - 1) / GE_BM / CL) * ((N + BN - 1) / BN);
-    const int grid = CL * (int)(nunits < max_units ? nunits : max_units);
-    const cudaLaunchConfig_t cfg = ge_launch_config(grid, GE_THREADS, smem, stream, ge_pdl, CL, attr);
+    const long ntiles = (long)((M + GE_BM - 1) / GE_BM) * ((N + BN - 1) / BN);
+    const int grid = (int)(ntiles < ge_num_sms() ? ntiles : ge_num_sms());
     cudaError_t e = cudaGetLastError(); /* an earlier call's error would otherwise be blamed on this launch */
     if (e != cudaSuccess) ge_fail("an earlier CUDA call failed (found before launching ge_kernel)", cudaGetErrorString(e));
-    e = cudaLaunchKernelEx(&cfg, kernel, tmA, tmB, M, N, K, params);
-    ge_last_cluster = CL;
+    kernel<<<grid, GE_THREADS, smem, stream>>>(tmA, tmB, M, N, K, params);
+    e = cudaGetLastError();
     if (e != cudaSuccess) {
         char msg[2048];
-        snprintf(msg, sizeof msg, "%s (%d CTAs in clusters of %d, %d bytes of shared memory, PDL %s; %s)",
-                 cudaGetErrorString(e), grid, CL, smem, ge_pdl ? "on" : "off", __PRETTY_FUNCTION__);
+        snprintf(msg, sizeof msg, "%s (%d CTAs, %d bytes of shared memory; %s)", cudaGetErrorString(e), grid, smem,
+                 __PRETTY_FUNCTION__);
         ge_fail("launch of ge_kernel", msg);
     }
 }
@@ -541,8 +471,7 @@ void ge_launch(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int
 /* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN, schedule SCHED. lda / ldb are the operands' row
  * strides in elements (A is [M,K] or, for GE_ATB, [K,M]; B is [N,K] for GE_ABT, else [K,N]). Where an output
  * cannot be a TMA target (Program::direct), the direct-store instantiation runs, on the cooperative schedule
- * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). Either schedule runs in
- * clusters of two when ge_cluster is set and the tile rows pair up. */
+ * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). */
 template <class Program, int LAYOUT, int BN = GE_BN, int SCHED = GE_COOP>
 void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int K,
             const typename Program::Params &params, cudaStream_t stream) {
@@ -551,17 +480,25 @@ void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int 
     if (K <= 0) ge_fail("ge_run", "K must be at least 1");
     const CUtensorMap tmA = A_MN ? ge_tensor_map("A (M-major)", A, M, K, lda, 64, GE_BK)
                                  : ge_tensor_map("A (K-major)", A, K, M, lda, GE_BK, GE_BM);
-    /* clusters pair tile rows 2i and 2i + 1: an even count of them */
-    const bool pair = ge_cluster && !Program::direct(params) && (M + GE_BM - 1) / GE_BM % 2 == 0;
-    /* K-major B comes in boxes of BN rows, or BN / 2 with clusters (each CTA loads half of the tile's B) */
     const CUtensorMap tmB = B_MN ? ge_tensor_map("B (N-major)", B, N, K, ldb, 64, GE_BK)
-                                 : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, pair ? BN / 2 : BN);
+                                 : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, BN);
     if (Program::direct(params))
-        ge_launch<Program, A_MN, B_MN, BN, GE_COOP, true, 1>(tmA, tmB, M, N, K, params, stream);
-    else if (pair)
-        ge_launch<Program, A_MN, B_MN, BN, SCHED, false, 2>(tmA, tmB, M, N, K, params, stream);
+        ge_launch<Program, A_MN, B_MN, BN, GE_COOP, true>(tmA, tmB, M, N, K, params, stream);
     else
-        ge_launch<Program, A_MN, B_MN, BN, SCHED, false, 1>(tmA, tmB, M, N, K, params, stream);
+        ge_launch<Program, A_MN, B_MN, BN, SCHED, false>(tmA, tmB, M, N, K, params, stream);
+}
+
+/* A fused program on A . W^T (A [M,K] row stride lda, W [N,K] row stride ldw) on the schedule of sched (GE_SCHED_AUTO:
+ * ge_pick's for a fused program): PP on ping-pong 128 x 128, or COOP (the same program for 256-wide tiles, with the
+ * same Params) on cooperative 128 x 256 for either cooperative choice. (Cooperative 128 x 128 is not
+ * instantiated for the fused programs: its 128 x 256 tile is the one the wave rule weighs it against.) */
+template <class PP, class COOP = PP>
+void ge_run_fused(const void *A, long lda, const void *W, long ldw, int M, int N, int K,
+                  const typename PP::Params &params, ge_sched sched, cudaStream_t stream) {
+    if ((sched == GE_SCHED_AUTO ? ge_pick(GE_FUSED, M, N, K) : sched) == GE_SCHED_PP128)
+        ge_run<PP, GE_ABT, 128, GE_PINGPONG>(A, lda, W, ldw, M, N, K, params, stream);
+    else
+        ge_run<COOP, GE_ABT>(A, lda, W, ldw, M, N, K, params, stream);
 }
 
 #endif

@@ -1,5 +1,6 @@
-/* gemm_epilogue.cuh: the five epilogue primitives of DESIGN §4, applied to the accumulator tile while it is in
- * registers. An epilogue program (a struct, see gemm_engine.cuh's note) calls them from its per-fragment hook:
+/* gemm_epilogue.cuh: the five epilogue primitives (docs/DESIGN.md, "The GEMM-epilogue engine"), applied to the
+ * accumulator tile while it is in registers. An epilogue program (a struct, see gemm_engine.cuh's note) calls them
+ * from its per-fragment hook:
  *   1. maps:        plain arithmetic on float2 pairs; helpers ge_add/ge_mul/ge_scale, ge_rotate (RoPE), ge_silu_mul;
  *   2. broadcasts:  ge_row_vec (one value per row), ge_col_vec (a pair of per-column values);
  *   3. tiles:       ge_load / ge_store of an extra [rows, cols] matrix at the fragment's position (bf16 or fp32);
@@ -47,7 +48,6 @@ struct GeTile {
     uint32_t moff;      /* the lane's row address in a bf16 staging slot for the warp's 8 x 8 matrix stores and
                          * loads (row 16 warp + lane % 16) at the chunk's first fragment (ge_stage_off) */
     uint32_t soff32[2]; /* the offsets of this thread's rows h in an fp32 staging slot at that fragment */
-    uint64_t l2_stream; /* L2 evict-first policy for streamed epilogue data (GeOut::hint, GeTileIn) */
     int bn, nblk;       /* tile width; m64 row blocks per consumer (2 in ping-pong) */
     int bar;            /* named barrier of the tile's owners (tthreads of them): ge_tile_sync */
     int wtid, cbar;     /* thread in its consumer (0..127); the consumer's own named barrier (128 threads) */
@@ -89,8 +89,11 @@ __device__ __forceinline__ float2 ge_scale(float2 a, float s) { return make_floa
 __device__ __forceinline__ float2 ge_rotate(float2 v, float c, float s) {
     return make_float2(v.x * c - v.y * s, v.y * c + v.x * s);
 }
-/* SwiGLU on an adjacent (gate, up) pair: silu(g) * u. */
-__device__ __forceinline__ float ge_silu_mul(float2 gu) { return gu.x / (1.0f + __expf(-gu.x)) * gu.y; }
+/* sigmoid(g) = 1 / (1 + e^-g) (e^-g = inf for g < -88: 0), and SwiGLU on an adjacent (gate, up) pair,
+ * silu(g) * u = g sigmoid(g) u, from it: the forward and the backward's recomputation get the same bits. */
+__device__ __forceinline__ float ge_sigmoid(float g) { return __frcp_rn(1.0f + __expf(-g)); }
+__device__ __forceinline__ float ge_silu_mul(float g, float s, float u) { return g * s * u; }
+__device__ __forceinline__ float ge_silu_mul(float2 gu) { return ge_silu_mul(gu.x, ge_sigmoid(gu.x), gu.y); }
 
 /* ---------------------------------------------------------------- 2. broadcasts */
 
@@ -98,6 +101,16 @@ __device__ __forceinline__ float ge_silu_mul(float2 gu) { return gu.x / (1.0f + 
 __device__ __forceinline__ float ge_row_vec(const float *v, const GeTile &t, int h) {
     return t.row[h] < t.M ? __ldg(v + t.row[h]) : 0.0f;
 }
+
+/* A row vector's values at the thread's two rows, loaded once per row block (begin()): row h's is [h]. */
+struct GeRowVals {
+    float v[2];
+    __device__ __forceinline__ void load(const float *p, const GeTile &t) {
+        v[0] = ge_row_vec(p, t, 0);
+        v[1] = ge_row_vec(p, t, 1);
+    }
+    __device__ __forceinline__ float operator[](int h) const { return v[h]; }
+};
 
 /* (v[col], v[col+1]) for a vector of `n` columns (0 outside). */
 __device__ __forceinline__ float2 ge_col_vec(const float *v, int col, int n) {
@@ -254,14 +267,18 @@ __device__ __forceinline__ float2 ge_accum(T *p, long ld, const GeTile &t, int h
  * the program's direct() reports it, and ge_run launches the instantiation in which the same calls store
  * directly from registers. A program using GeOut declares kStageUnits = the sum of its
  * outputs' kUnits and gives each output its own unit offset. */
-template <class T>
+template <class T, int COLS = 32, bool ACC = false>
 struct GeOut {
     CUtensorMap map;
     T *ptr;
     long ld;
     int tma;
-    int hint; /* 1: TMA stores with the L2 evict-first policy */
-    static constexpr int kUnits = (int)sizeof(T) / 2; /* 4 KB staging units per chunk: bf16 1, fp32 2 */
+    using Elem = T;
+    static constexpr int kCols = COLS;  /* columns of the output per 32-column chunk of the tile: 32, or 16 for an
+                                         * output half as wide as the tile (one value per column pair) */
+    static constexpr bool kAcc = ACC;   /* out += value (fp32: the add happens in L2) instead of out = value */
+    static constexpr int kUnits = (64 * COLS * (int)sizeof(T) + 4095) / 4096; /* 4 KB staging units per chunk */
+    static_assert(COLS == 32 || (COLS == 16 && sizeof(T) == 2 && !ACC), "32 columns, or 16 bf16 ones");
 };
 
 /* Byte offset of the pair (row r of the consumer's 64, column cc of the chunk's 32) in a staging slot. */
@@ -271,6 +288,8 @@ __host__ __device__ __forceinline__ uint32_t ge_stage_off(const bf16 *, int r, i
 __host__ __device__ __forceinline__ uint32_t ge_stage_off(const float *, int r, int cc) {
     return r * 128 + ((((cc >> 2) ^ r) & 7) << 4) + ((cc & 3) << 2);
 }
+/* A half-width bf16 slot (16 columns, rows of 32 B, no swizzle). */
+__host__ __device__ __forceinline__ uint32_t ge_stage_off_half(int r, int cc) { return r * 32 + cc * 2; }
 /* The same for fragment t.j, from the offsets at the chunk's first fragment that the engine keeps in the tile
  * (t.moff: bf16, the lane's row of the warp's 8 x 8 matrices; t.soff32[h]: fp32, the thread's row h): a fragment
  * is 8 columns on, which only flips swizzle bits, ge_stage_off(r, cc + 8 i) == ge_stage_off(r, cc) ^ (i << 4)
@@ -301,13 +320,14 @@ __device__ __forceinline__ void ge_ld_shared_bf16_rows(uint32_t addr, float2 (&v
 
 /* Puts the fragment's pairs (v[h]: row h, columns col, col+1) of output o, staged at unit offset `unit`; all the
  * warp's threads call it together (a bf16 output is staged by the warp's matrix stores). v becomes the pairs as
- * stored (rounded to bf16 for a bf16 output); ACC (accumulate, o += v) leaves v on the TMA path (the fp32 add
- * happens in L2) and makes it the sum on the direct path, which a bf16 accumulate always takes (one rounding).
+ * stored (rounded to bf16 for a bf16 output); an accumulating output (o += v) leaves v on the TMA path (the fp32
+ * add happens in L2) and makes it the sum on the direct path, which a bf16 accumulate always takes (one rounding).
  * Which path runs is decided at compile time (t.direct), never per fragment: a branch here would put both paths'
  * code into the unrolled epilogue, and an epilogue that large runs out of the instruction cache (RESULTS.md
- * section 5, fourth step). */
-template <bool ACC = false, class T>
-__device__ __forceinline__ void ge_out_put(const GeOut<T> &o, const GeTile &t, int unit, int col, float2 (&v)[2]) {
+ * section 5). */
+template <class T, bool ACC>
+__device__ __forceinline__ void ge_out_put(const GeOut<T, 32, ACC> &o, const GeTile &t, int unit, int col,
+                                           float2 (&v)[2]) {
     if (t.direct || (ACC && sizeof(T) == 2)) { /* a bf16 add in L2 would round twice: direct read-add-write */
 #pragma unroll
         for (int h = 0; h < 2; h++)
@@ -323,36 +343,89 @@ __device__ __forceinline__ void ge_out_put(const GeOut<T> &o, const GeTile &t, i
     }
 }
 
-/* Issues the bulk copy (ACC: the fp32 add-reduce) of the 64 x 32 box staged at shared-window address src into
- * output o at column col, row row (ge_out_store_box: the current chunk's position), with o's L2 policy. */
-template <bool ACC, class T>
-__device__ __forceinline__ void ge_out_store_box_at(const GeOut<T> &o, const GeTile &t, uint32_t src, int col,
-                                                    int row) {
-    if (o.hint) {
-        if (ACC)
-            tma_reduce_add_2d_hint(&o.map, src, col, row, t.l2_stream);
-        else
-            tma_store_2d_hint(&o.map, src, col, row, t.l2_stream);
-    } else {
-        if (ACC)
-            tma_reduce_add_2d(&o.map, src, col, row);
-        else
-            tma_store_2d(&o.map, src, col, row);
+/* Puts one value per row (a[h]: row h) of a half-width output at its column col / 2 (col: the fragment's first
+ * column, even); a[h] becomes the value as stored (bf16). */
+__device__ __forceinline__ void ge_out_put(const GeOut<bf16, 16> &o, const GeTile &t, int unit, int col,
+                                           float (&a)[2]) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const bf16 b = __float2bfloat16(a[h]);
+        a[h] = __bfloat162float(b);
+        if (t.direct) {
+            if (t.row[h] < t.M && col < t.N) o.ptr[(long)t.row[h] * o.ld + col / 2] = b;
+        } else {
+            st_shared_b16(t.stage + unit * 4096 + ge_stage_off_half(t.srow + 8 * h, (col - t.chunk_col) / 2),
+                          __bfloat16_as_ushort(b));
+        }
     }
 }
-template <bool ACC, class T>
-__device__ __forceinline__ void ge_out_store_box(const GeOut<T> &o, const GeTile &t, uint32_t src) {
-    ge_out_store_box_at<ACC>(o, t, src, t.chunk_col, t.crow0);
+
+/* Issues the bulk copy (ACC: the fp32 add-reduce) of the 64 x kCols box staged at shared-window address src into
+ * output o at column col, row row (ge_out_store_box: the current chunk's position, column chunk_col * kCols / 32). */
+template <class O>
+__device__ __forceinline__ void ge_out_store_box_at(const O &o, uint32_t src, int col, int row) {
+    if constexpr (O::kAcc)
+        tma_reduce_add_2d(&o.map, src, col, row);
+    else
+        tma_store_2d(&o.map, src, col, row);
+}
+template <class O>
+__device__ __forceinline__ void ge_out_store_box(const O &o, const GeTile &t, uint32_t src) {
+    ge_out_store_box_at(o, src, t.chunk_col * O::kCols / 32, t.crow0);
 }
 
 /* Issues the chunk's bulk copy of output o (the engine calls flush() in one thread per consumer, after a barrier
  * over the consumer's threads; nothing on the direct path). A program whose direct() did not report an output
- * that TMA cannot describe stops here (trap) instead of storing through an empty tensor map. */
-template <bool ACC = false, class T>
-__device__ __forceinline__ void ge_out_flush(const GeOut<T> &o, const GeTile &t, int unit) {
-    if (t.direct || (ACC && sizeof(T) == 2)) return;
+ * that TMA cannot describe stops here (ge_fault) instead of storing through an empty tensor map. */
+template <class O>
+__device__ __forceinline__ void ge_out_flush(const O &o, const GeTile &t, int unit) {
+    if (t.direct || (O::kAcc && sizeof(typename O::Elem) == 2)) return;
     if (!o.tma) ge_fault();
-    ge_out_store_box<ACC>(o, t, t.stage + unit * 4096);
+    ge_out_store_box(o, t, t.stage + unit * 4096);
+}
+
+/* The GeOut outputs of a program, in the order it declares them (GeProgram<Os...>; its Params hold them as
+ * `Out out`). Output i's staging starts at the sum of the earlier outputs' units; flush() issues them in order;
+ * any_direct() says whether one of them cannot be a TMA target (then the engine runs the direct-store
+ * instantiation). ge_put<i>(p.out, t, col, v) puts a fragment of output i. */
+template <class... Os>
+struct GeOutputs;
+template <>
+struct GeOutputs<> {
+    static constexpr int kUnits = 0;
+    bool any_direct() const { return false; }
+    template <int U = 0>
+    __device__ __forceinline__ void flush_from(const GeTile &) const {}
+};
+template <class O, class... Rest>
+struct GeOutputs<O, Rest...> {
+    O head;
+    GeOutputs<Rest...> tail;
+    static constexpr int kUnits = O::kUnits + GeOutputs<Rest...>::kUnits;
+    bool any_direct() const { return !head.tma || tail.any_direct(); }
+    template <int U = 0>
+    __device__ __forceinline__ void flush_from(const GeTile &t) const {
+        ge_out_flush(head, t, U);
+        tail.template flush_from<U + O::kUnits>(t);
+    }
+};
+/* Output I of a list: get(list) and its first staging unit. */
+template <int I, class L>
+struct GeOutAt;
+template <class O, class... Rest>
+struct GeOutAt<0, GeOutputs<O, Rest...>> {
+    static constexpr int kUnit = 0;
+    static __device__ __forceinline__ const O &get(const GeOutputs<O, Rest...> &l) { return l.head; }
+};
+template <int I, class O, class... Rest>
+struct GeOutAt<I, GeOutputs<O, Rest...>> {
+    using Next = GeOutAt<I - 1, GeOutputs<Rest...>>;
+    static constexpr int kUnit = O::kUnits + Next::kUnit;
+    static __device__ __forceinline__ const auto &get(const GeOutputs<O, Rest...> &l) { return Next::get(l.tail); }
+};
+template <int I, class L, class V>
+__device__ __forceinline__ void ge_put(const L &out, const GeTile &t, int col, V &v) {
+    ge_out_put(GeOutAt<I, L>::get(out), t, GeOutAt<I, L>::kUnit, col, v);
 }
 
 /* A bf16 output tile held in registers until the next tile's main loop, which stores it (cooperative schedule).
@@ -408,7 +481,7 @@ struct GeOutHeld {
     }
     __device__ __forceinline__ void flush(const GeOut<bf16> &o, const GeTile &t) const {
         if (!o.tma) ge_fault();
-        ge_out_store_box_at<false>(o, t, t.stage, col0 + 32 * (next - 1), row0);
+        ge_out_store_box_at(o, t.stage, col0 + 32 * (next - 1), row0);
     }
 };
 
@@ -462,14 +535,13 @@ struct GeTileIn {
     uint32_t v[RING][2];
     const bf16 *rp[2]; /* this thread's two rows at column col0 */
     bool fast;         /* both rows inside, the tile's columns inside, 4-byte aligned: unmasked loads */
-    bool hint;         /* loads with the L2 evict-first policy */
     template <bool FAST>
     __device__ __forceinline__ void load_frag(const GeTile &t, int j) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const bf16 *q = rp[h] + 8 * j;
             if (FAST) {
-                v[j % RING][h] = hint ? ldg_b32_hint(q, t.l2_stream) : __ldg(reinterpret_cast<const unsigned int *>(q));
+                v[j % RING][h] = __ldg(reinterpret_cast<const unsigned int *>(q));
             } else {
                 const int nv = t.row[h] < t.M ? ge_pair_valid(t.col0 + 8 * j, t.N) : 0;
                 const unsigned short lo = nv > 0 ? __ldg(reinterpret_cast<const unsigned short *>(q)) : 0;
@@ -490,8 +562,7 @@ struct GeTileIn {
                 if (j0 + i < BN / 8) load_frag<false>(t, j0 + i);
         }
     }
-    __device__ __forceinline__ void start(const bf16 *p, long ld, const GeTile &t, bool l2_hint = false) {
-        hint = l2_hint;
+    __device__ __forceinline__ void start(const bf16 *p, long ld, const GeTile &t) {
         rp[0] = p + (long)t.row[0] * ld + t.col0;
         rp[1] = p + (long)t.row[1] * ld + t.col0;
         fast = t.row[1] < t.M && t.n0 + BN <= t.N &&
@@ -508,32 +579,42 @@ struct GeTileIn {
  * by TMA before the tile's main loop, so that it takes no registers, no ring stages, and its latency hides behind
  * the main loop: one slot of 64 rows x 32 columns per chunk and row block (kUnits 4 KB units: up to BLOCKS row
  * blocks of BN/32 chunks), each laid out as GeOut's bf16 staging slot (the map is a GeOut<bf16>'s, ge_out()), each
- * with its own "in" mbarrier. load() in prefetch() loads the row blocks this consumer will hold (after its earlier
- * bulk stores have read the slots), or load_spread() in during() loads them one slot per k-block of the main loop;
- * slots wholly outside [M, N] are not loaded (all their outputs are masked).
- * wait() in frag() blocks the consumer on the chunk's slot at its first fragment; get(t, v) reads the fragment's
- * two row pairs (warp-wide); put(t, v) writes bf16 pairs over them, and flush_out(o, t) (in the program's flush())
- * stores the chunk from there by TMA: an output written in place of the input, with no staging of its own. A
- * program using it declares kInUnits = GeTileInTma<BN>::kUnits. (Loading the second row block during the first one's epilogue,
- * into the slots that epilogue had freed, needed half the space but cost 20% at K = 2048: RESULTS.md section 5.) */
-template <int BN, int BLOCKS = 2>
+ * with its own "in" mbarrier. With W = 2 the input is twice as wide as the output (an interleaved pair of columns
+ * per output column: SwiGLU's (gate, up)): a chunk's 32 output columns read its 64 columns, two slots.
+ * load() in prefetch() loads the row blocks this consumer will hold (after its earlier bulk stores have read the
+ * slots), or load_spread() in during() loads them one slot per k-block of the main loop; slots wholly outside the
+ * matrix are not loaded (all their outputs are masked).
+ * wait() in frag() blocks the consumer on the chunk's slots at its first fragment; get(t, v) reads the fragment's
+ * two row pairs (warp-wide; W = 2: get2(t, h, ...), its row h's two pairs of pairs); put / put2 write bf16 values
+ * over them, and flush_out(o, t) (in the program's flush()) stores the chunk from there by TMA: an output written
+ * in place of the input, with no staging of its own. A program using it declares kInUnits = GeTileInTma<...>::kUnits.
+ * (Loading the second row block during the first one's epilogue, into the slots that epilogue had freed, needed
+ * half the space but cost 20% at K = 2048: RESULTS.md section 5.) */
+template <int BN, int BLOCKS = 2, int W = 1>
 struct GeTileInTma {
-    static constexpr int kSlots = BN / 32, kUnits = BLOCKS * kSlots;
+    static_assert(W == 1 || W == 2, "an input as wide as the output, or twice as wide");
+    static constexpr int kSlots = W * BN / 32, kUnits = BLOCKS * kSlots;
     uint32_t loads = 0; /* tiles loaded so far: a slot's wait parity is that of its latest load */
     __device__ __forceinline__ static int first_row(const GeTile &t) { return t.m0 + (t.nblk == 1 ? 64 * (t.cwarp >> 2) : 0); }
-    __device__ __forceinline__ static int slot(const GeTile &t) { /* t.j / 4: the chunk */
-        return ((t.crow0 - first_row(t)) >> 6) * kSlots + (t.j >> 2);
+    /* the first slot of the current chunk (t.j / 4) */
+    __device__ __forceinline__ static int slot(const GeTile &t) {
+        return ((t.crow0 - first_row(t)) >> 6) * kSlots + W * (t.j >> 2);
     }
     __device__ __forceinline__ static uint32_t addr(const GeTile &t) {
         return t.in + slot(t) * 4096 + ge_slot_off_bf16(t);
     }
-    /* slot (row block b, chunk q) of the tile: its TMA load, or only the arrival where it lies outside [M, N] */
-    __device__ __forceinline__ static void load_slot(const GeOut<bf16> &o, const GeTile &t, int b, int q) {
-        uint64_t *bar = t.in_bar + b * kSlots + q;
+    /* W = 2: row h's 8 bytes for fragment t.j (input columns 2 col .. 2 col + 3 of the chunk's 64) */
+    __device__ __forceinline__ static uint32_t addr2(const GeTile &t, int h) {
+        const int jj = t.j & 3;
+        return t.in + (slot(t) + (jj >> 1)) * 4096 + ge_stage_off((const bf16 *)nullptr, t.srow + 8 * h, 16 * (jj & 1) + 4 * (t.lane & 3));
+    }
+    /* slot s of row block b of the tile: its TMA load, or only the arrival where it lies outside the matrix */
+    __device__ __forceinline__ static void load_slot(const GeOut<bf16> &o, const GeTile &t, int b, int s) {
+        uint64_t *bar = t.in_bar + b * kSlots + s;
         const int row = first_row(t) + 64 * b;
-        if (row < t.M && t.n0 + 32 * q < t.N) {
+        if (row < t.M && W * t.n0 + 32 * s < W * t.N) {
             mbar_arrive_expect_tx(bar, 4096);
-            tma_load_2d_u32(t.in + (b * kSlots + q) * 4096, &o.map, bar, t.n0 + 32 * q, row);
+            tma_load_2d_u32(t.in + (b * kSlots + s) * 4096, &o.map, bar, W * t.n0 + 32 * s, row);
         } else {
             mbar_arrive(bar);
         }
@@ -547,10 +628,10 @@ struct GeTileInTma {
         const int nb = t.nblk < BLOCKS ? t.nblk : BLOCKS;
         for (int b = 0; b < nb; b++)
 #pragma unroll
-            for (int q = 0; q < kSlots; q++) load_slot(o, t, b, q);
+            for (int s = 0; s < kSlots; s++) load_slot(o, t, b, s);
     }
     /* The same for one row block (cooperative), spread over the main loop (the during() hook, k-block kb of nk):
-     * slot q after k-block q + 1, the rest after the last one. Issued all at once before the main loop, the
+     * slot s after k-block s + 1, the rest after the last one. Issued all at once before the main loop, the
      * residual's reads (which miss L2) held up the operands' k-blocks behind them: on the cooperative schedule,
      * with 3 ring stages, the consumers then waited for their k-blocks in 35% of ncu's samples, against 2% for
      * the plain GEMM, and K_res without O took 1.15x cuBLAS's GEMM time at 16384 x 2048 x 2048 (1.09x spread;
@@ -561,20 +642,36 @@ struct GeTileInTma {
         const int first = kb == 0 ? 0 : kb - 1, last = kb == nk - 1 ? kSlots - 1 : kb - 1;
         if (first > last || first >= kSlots) return;
         if (first == 0) bulk_wait_read<0>();
-        for (int q = first; q <= last; q++) load_slot(o, t, 0, q);
+        for (int s = first; s <= last; s++) load_slot(o, t, 0, s);
     }
-    /* frag() hook: at the chunk's first fragment, wait for its slot */
+    /* frag() hook: at the chunk's first fragment, wait for its slots */
     __device__ __forceinline__ void wait(const GeTile &t) const {
-        if (t.j % 4 == 0) mbar_wait(t.in_bar + slot(t), (loads - 1) & 1);
+        if (t.j % 4 == 0)
+#pragma unroll
+            for (int i = 0; i < W; i++) mbar_wait(t.in_bar + slot(t) + i, (loads - 1) & 1);
     }
     __device__ __forceinline__ void get(const GeTile &t, float2 (&v)[2]) const {
+        static_assert(W == 1, "get: an input as wide as the output");
         ge_ld_shared_bf16_rows(addr(t), v);
     }
     __device__ __forceinline__ void put(const GeTile &t, float2 (&v)[2]) const {
+        static_assert(W == 1, "put: an input as wide as the output");
         ge_st_shared_bf16_rows(addr(t), v);
     }
+    /* W = 2: row h's input pairs for the fragment's two output columns: p[0] for column col, p[1] for col + 1 */
+    __device__ __forceinline__ void get2(const GeTile &t, int h, float2 (&p)[2]) const {
+        uint32_t a, b;
+        ld_shared_v2b32(addr2(t, h), a, b);
+        p[0] = ge_unpack_bf16x2(a);
+        p[1] = ge_unpack_bf16x2(b);
+    }
+    /* stores p rounded to bf16 over them */
+    __device__ __forceinline__ void put2(const GeTile &t, int h, const float2 (&p)[2]) const {
+        st_shared_v2b32(addr2(t, h), ge_pack_bf16x2(p[0]), ge_pack_bf16x2(p[1]));
+    }
     __device__ __forceinline__ void flush_out(const GeOut<bf16> &o, const GeTile &t) const {
-        ge_out_store_box<false>(o, t, t.in + slot(t) * 4096);
+#pragma unroll
+        for (int i = 0; i < W; i++) ge_out_store_box_at(o, t.in + (slot(t) + i) * 4096, W * t.chunk_col + 32 * i, t.crow0);
     }
 };
 
@@ -606,6 +703,20 @@ struct GeEpilogue {
     __device__ __forceinline__ bool stage_held(const P &, const GeTile &, int, int) { return false; }
     template <class P>
     __device__ __forceinline__ void flush_held(const P &, const GeTile &) {}
+};
+
+/* The base of a program whose staged outputs are Os... (GeOut types, in this order), held in its Params as
+ * `Out out`: the engine's staging units, the direct-store choice and the flush of every output follow from that
+ * declaration, so the program only says what it computes (ge_put<i>(p.out, t, col, v) in frag()). A program with
+ * more to flush (an output written in place of a GeTileInTma input) overrides flush() and calls out.flush_from(t). */
+template <class... Os>
+struct GeProgram : GeEpilogue {
+    using Out = GeOutputs<Os...>;
+    static constexpr int kStageUnits = Out::kUnits;
+    template <class P>
+    static bool direct(const P &p) { return p.out.any_direct(); }
+    template <class P>
+    __device__ __forceinline__ void flush(const P &p, const GeTile &t) { p.out.flush_from(t); }
 };
 
 #endif

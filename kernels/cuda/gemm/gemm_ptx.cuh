@@ -1,7 +1,6 @@
 /* gemm_ptx.cuh: the sm_90a instructions the GEMM engine is built from, as thin inline-PTX wrappers: mbarriers,
- * TMA tile loads (cp.async.bulk.tensor), wgmma shared-memory descriptors and wgmma.mma_async, setmaxnreg, named
- * barriers, programmatic dependent launch, thread-block clusters (barrier, remote mbarrier arrive, TMA
- * multicast). Nothing here knows about tiles or epilogues. */
+ * TMA tile loads and stores (cp.async.bulk.tensor), shared-memory access by address, wgmma shared-memory
+ * descriptors and wgmma.mma_async, setmaxnreg, named barriers. Nothing here knows about tiles or epilogues. */
 #ifndef GEMM_PTX_CUH
 #define GEMM_PTX_CUH
 
@@ -40,26 +39,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
         : "memory");
 }
 
-/* ---------------------------------------------------------------- thread-block clusters */
-
-/* Every thread of every CTA of the cluster arrives and waits (release / acquire): a CTA's barriers, initialized
- * before it, are then ready for the others, and no CTA leaves while another may still signal its barriers. */
-__device__ __forceinline__ void cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-
-/* Arrive on the barrier at the same shared-memory offset as `bar` in the cluster's CTA of rank `cta`. Release at
- * CTA scope, as for a local arrive: it tells that CTA's producer that this thread's reads (wgmma, completed by
- * wgmma.wait_group) are done, which publishes no data. At cluster scope the paired GEMMs ran 2.1-2.6x slower (H100). */
-__device__ __forceinline__ void mbar_arrive_cluster(uint64_t *bar, uint32_t cta) {
-    asm volatile(
-        "{\n.reg .b32 remote;\n"
-        "mapa.shared::cluster.u32 remote, %0, %1;\n"
-        "mbarrier.arrive.release.cta.shared::cluster.b64 _, [remote];\n}\n" ::"r"(smem_u32(bar)),
-        "r"(cta)
-        : "memory");
-}
-
 /* ---------------------------------------------------------------- TMA */
 
 __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map) {
@@ -79,17 +58,6 @@ __device__ __forceinline__ void tma_load_2d_u32(uint32_t dst, const CUtensorMap 
 /* The same into shared memory at generic address `dst`. */
 __device__ __forceinline__ void tma_load_2d(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1) {
     tma_load_2d_u32(smem_u32(dst), map, bar, c0, c1);
-}
-
-/* tma_load_2d multicast: the box lands at `dst`'s offset in the shared memory of every CTA of the cluster whose bit
- * is set in `ctas`, and completes its bytes on the barrier at `bar`'s offset in each of them. */
-__device__ __forceinline__ void tma_load_2d_multicast(void *dst, const CUtensorMap *map, uint64_t *bar, int c0, int c1,
-                                                      uint16_t ctas) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster"
-        " [%0], [%1, {%3, %4}], [%2], %5;\n" ::"r"(smem_u32(dst)),
-        "l"(reinterpret_cast<uint64_t>(map)), "r"(smem_u32(bar)), "r"(c0), "r"(c1), "h"(ctas)
-        : "memory");
 }
 
 /* Stores of this thread to shared memory (generic proxy) become visible to the async proxy (TMA stores that a
@@ -132,6 +100,17 @@ __device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
 __device__ __forceinline__ void st_shared_v2f32(uint32_t addr, float2 v) {
     asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(v.x), "f"(v.y));
 }
+__device__ __forceinline__ void st_shared_b16(uint32_t addr, uint16_t v) {
+    asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(v));
+}
+/* 8 bytes (two bf16 pairs) by shared-window address; volatile: ordered after the mbarrier wait that makes a TMA
+ * load's bytes visible, and before the stores that overwrite them. */
+__device__ __forceinline__ void ld_shared_v2b32(uint32_t addr, uint32_t &a, uint32_t &b) {
+    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(a), "=r"(b) : "r"(addr) : "memory");
+}
+__device__ __forceinline__ void st_shared_v2b32(uint32_t addr, uint32_t a, uint32_t b) {
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b));
+}
 
 /* Two 8 x 8 b16 matrices in the mma fragment layout (lane l holds row l / 4, columns 2 (l % 4) and + 1, one
  * 32-bit register per matrix) stored to / loaded from shared memory by the warp: lanes 0-7 give the addresses of
@@ -141,34 +120,6 @@ __device__ __forceinline__ void stmatrix_x2(uint32_t addr, uint32_t r0, uint32_t
 }
 __device__ __forceinline__ void ldmatrix_x2(uint32_t addr, uint32_t &r0, uint32_t &r1) {
     asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
-}
-
-/* An L2 cache policy that evicts first: for data streamed once (epilogue outputs and inputs), so that it does
- * not push the operands' panels, which other tiles reuse, out of L2. */
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-    uint64_t p;
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
-    return p;
-}
-__device__ __forceinline__ void tma_store_2d_hint(const CUtensorMap *map, uint32_t src, int c0, int c1, uint64_t pol) {
-    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group.L2::cache_hint [%0, {%2, %3}], [%1], %4;\n" ::"l"(
-                     reinterpret_cast<uint64_t>(map)),
-                 "r"(src), "r"(c0), "r"(c1), "l"(pol)
-                 : "memory");
-}
-__device__ __forceinline__ void tma_reduce_add_2d_hint(const CUtensorMap *map, uint32_t src, int c0, int c1,
-                                                       uint64_t pol) {
-    asm volatile(
-        "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.bulk_group.L2::cache_hint [%0, {%2, %3}], [%1], %4;\n" ::"l"(
-            reinterpret_cast<uint64_t>(map)),
-        "r"(src), "r"(c0), "r"(c1), "l"(pol)
-        : "memory");
-}
-/* 4-byte read-only load with an L2 cache policy. */
-__device__ __forceinline__ uint32_t ldg_b32_hint(const void *p, uint64_t pol) {
-    uint32_t v;
-    asm volatile("ld.global.nc.L2::cache_hint.b32 %0, [%1], %2;\n" : "=r"(v) : "l"(p), "l"(pol));
-    return v;
 }
 
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
@@ -225,15 +176,6 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 __device__ __forceinline__ void named_bar_sync(int id, int count) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
-
-/* ---------------------------------------------------------------- programmatic dependent launch */
-
-/* Blocks until the grid this one depends on (the previous kernel in the stream, when this one was launched with
- * programmatic stream serialization) has completed and its memory is visible; a no-op otherwise. */
-__device__ __forceinline__ void grid_dep_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-/* Lets the next kernel in the stream (if launched with programmatic stream serialization) be scheduled once
- * every CTA of this grid has executed this (one thread of the CTA suffices) or exited. */
-__device__ __forceinline__ void grid_dep_launch() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
 
 /* ---------------------------------------------------------------- wgmma.mma_async, generated operand lists */
 

@@ -1,0 +1,137 @@
+/* fused_backward.cu: the backward ops of the fused table: the data-gradient GEMMs with the RMSNorm backward or the
+ * SwiGLU backward in their epilogues (then a tiny kernel that sums the column or row partials), the plain
+ * data-gradient GEMM, and the weight-gradient GEMMs (fp32, added in L2; with a column scale where the forward's
+ * input was O = x * gamma). A shape the engine cannot take runs the unfused op (fused_ops.h). */
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/fused/fused_ops.h"
+#include "kernels/cuda/fused/fused_programs.cuh"
+#include "kernels/cuda/gemm/gemm_engine.cuh"
+
+/* The RMSNorm backward's operands (FusedNormBwd's; s, a, target: the LM head's, else NULL). */
+struct NormBwdArgs {
+    const void *dZ;
+    long ldz;
+    const void *W;
+    const float *gamma, *r, *c;
+    const void *x;
+    void *dres;
+    float *part;
+    const float *s, *a;
+    const int32_t *target;
+    int M, N, K;
+};
+
+/* The program on G = dZ . W (A.B: M x K x N), cooperative 128 x BN. */
+template <int BN, bool ACC, bool LMHEAD>
+static void norm_backward_run(const NormBwdArgs &g) {
+    typename FusedNormBwd<BN, ACC, LMHEAD>::Params p = {};
+    if constexpr (ACC)
+        p.R = ge_out((bf16 *)g.dres, g.M, g.K, g.K);
+    else
+        p.out.head = ge_out((bf16 *)g.dres, g.M, g.K, g.K);
+    p.x = (const bf16 *)g.x;
+    p.ldx = g.K;
+    p.gamma = g.gamma;
+    p.r = g.r;
+    p.c = g.c;
+    p.part = g.part;
+    p.inv_n = 1.0f / (float)g.K;
+    p.s = g.s;
+    p.a = g.a;
+    p.target = g.target;
+    p.W = (const bf16 *)g.W;
+    p.V = g.N;
+    ge_run<FusedNormBwd<BN, ACC, LMHEAD>, GE_AB, BN, GE_COOP>(g.dZ, g.ldz, g.W, g.K, g.M, g.K, g.N, p, 0);
+}
+
+template <bool ACC, bool LMHEAD>
+static void norm_backward_tile(const NormBwdArgs &g) {
+    if (ge_pick(GE_COOP_ONLY, g.M, g.K, g.N) == GE_SCHED_COOP256)
+        norm_backward_run<256, ACC, LMHEAD>(g);
+    else
+        norm_backward_run<128, ACC, LMHEAD>(g);
+}
+
+/* gemm_norm_backward's fused path, shared with the LM head (target != NULL: dZ is its E, and s, a, target go to
+ * FusedNormBwd; dres is written, not accumulated): dres and the dgamma partials (part: [ceil(M/128), K]), then the
+ * partials' sum into dgamma. ldz: dZ's row stride. */
+extern "C" void fused_norm_backward(const void *dZ, long ldz, const void *W, const float *gamma, const float *r, const float *c,
+                         const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K, float *part,
+                         const float *s, const float *a, const int32_t *target) {
+    if (M <= 0) return;
+    const NormBwdArgs g = {dZ, ldz, W, gamma, r, c, x, dres, part, s, a, target, M, N, K};
+    if (target)
+        norm_backward_tile<false, true>(g);
+    else if (accumulate)
+        norm_backward_tile<true, false>(g);
+    else
+        norm_backward_tile<false, false>(g);
+    cuda_column_sum_add(part, cdiv(M, GE_BM), dgamma, K);
+}
+
+extern "C" void cudaf_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r,
+                                         const float *c, const void *x, void *dres, float *dgamma, int accumulate,
+                                         int M, int N, int K) {
+    if (M <= 0) return;
+    if (N % 8 || K % 8) {
+        cuda_gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K);
+        return;
+    }
+    float *part = (float *)cuda_workspace((size_t)cdiv(M, GE_BM) * K * sizeof(float));
+    fused_norm_backward(dZ, N, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K, part, NULL, NULL, NULL);
+}
+
+extern "C" void cudaf_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r,
+                                           void *dZ, float *c, void *act, int M, int D, int F) {
+    if (M <= 0) return;
+    if (D % 8 || F % 8) {
+        cuda_gemm_swiglu_backward(dY, W_down, Z, r, dZ, c, act, M, D, F);
+        return;
+    }
+    const int nparts = ge_row_parts(F);
+    float *part = (float *)cuda_workspace((size_t)M * nparts * sizeof(float));
+    FusedSwiGLUBwd<128>::Params p = {};
+    p.out.head = ge_out((bf16 *)act, M, F, F);
+    p.Z = ge_out((bf16 *)Z, M, 2 * F, 2 * F);
+    p.dZ = ge_out((bf16 *)dZ, M, 2 * F, 2 * F);
+    p.r = r;
+    p.part = part;
+    p.ldpart = nparts;
+    if (!p.out.head.tma || !p.Z.tma || !p.dZ.tma)
+        cuda_fail("cudaf_gemm_swiglu_backward", "act, Z and dZ must be 16-byte aligned (TMA)", __FILE__, __LINE__);
+    ge_run<FusedSwiGLUBwd<128>, GE_AB, 128, GE_COOP>(dY, D, W_down, F, M, F, D, p, 0);
+    cuda_row_sum(part, nparts, M, c);
+}
+
+extern "C" void cudaf_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K) {
+    if (N % 8 || K % 8) {
+        cuda_gemm_dx(dY, W, dX, M, N, K);
+        return;
+    }
+    ge_gemm_bf16(GE_AB, dY, W, dX, M, K, N, GE_SCHED_AUTO, 0); /* [M, N] . [N, K] */
+}
+
+/* dW [N, K] += ([M, N]^T . [M, K]) * col_scale on 128 x BN tiles, schedule SCHED. */
+template <int BN, int SCHED>
+static void dw_col_scale_run(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K) {
+    const typename FusedDwColScale<BN>::Params p = {{ge_out_as<GeOut<float, 32, true>>(dW, N, K, K)}, col_scale};
+    ge_run<FusedDwColScale<BN>, GE_ATB, BN, SCHED>(dY, N, X, K, N, K, M, p, 0);
+}
+
+extern "C" void cudaf_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K) {
+    if (N % 8 || K % 8) {
+        cuda_gemm_dw(dY, X, col_scale, dW, M, N, K);
+        return;
+    }
+    if (!col_scale) {
+        ge_gemm_f32(GE_ATB, dY, X, dW, 1, N, K, M, GE_SCHED_AUTO, 0); /* [M, N]^T . [M, K] */
+        return;
+    }
+    if (M <= 0 || N <= 0) return;
+    switch (ge_pick(GE_PLAIN, N, K, M)) {
+    case GE_SCHED_PP128: dw_col_scale_run<128, GE_PINGPONG>(dY, X, col_scale, dW, M, N, K); break;
+    case GE_SCHED_COOP128: dw_col_scale_run<128, GE_COOP>(dY, X, col_scale, dW, M, N, K); break;
+    default: dw_col_scale_run<256, GE_COOP>(dY, X, col_scale, dW, M, N, K);
+    }
+}

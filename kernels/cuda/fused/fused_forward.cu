@@ -1,0 +1,75 @@
+/* fused_forward.cu: the forward ops of the fused table: the block's GEMMs with their epilogue programs (QKV +
+ * RoPE; K_res, then the tiny kernel that turns its partials into r; gate/up + SwiGLU) and the row-scaled GEMM of
+ * sampling. A shape the engine cannot take runs the unfused op (fused_ops.h). */
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/fused/fused_ops.h"
+#include "kernels/cuda/fused/fused_programs.cuh"
+#include "kernels/cuda/gemm/gemm_engine.cuh"
+
+extern "C" int fused_shape_ok(int D, int F, int n_qkv, int n_q, int hd) {
+    return D % 8 == 0 && F % 8 == 0 && n_qkv % 8 == 0 && n_q % 8 == 0 && hd > 0 && (hd & (hd - 1)) == 0;
+}
+
+extern "C" void cudaf_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps,
+                                         void *h, void *O, float *r, int M, int N, int K) {
+    if (M <= 0) return;
+    if (N % 8 || K % 8) {
+        cuda_gemm_residual_norm(A, W, res, gamma, eps, h, O, r, M, N, K);
+        return;
+    }
+    float *part = (float *)cuda_workspace((size_t)M * ge_row_parts(N) * sizeof(float));
+    ge_gemm_res_norm(A, W, res, gamma, h, O, part, M, N, K, GE_SCHED_AUTO, 0);
+    ge_rms_finish(part, M, N, eps, r, 0);
+}
+
+template <int HD>
+static void rope_run(const void *O, const void *W, const float *r, const float *rope_cos, const float *rope_sin,
+                     void *Z, int M, int N, int K, int n_rope_cols, int hd, int T) {
+    typename FusedRope<HD>::Params p = {};
+    p.out.head = ge_out((bf16 *)Z, M, N, N);
+    p.r = r;
+    p.cos = rope_cos;
+    p.sin = rope_sin;
+    p.n_rope = n_rope_cols;
+    p.hd_mask = hd - 1;
+    p.T = T;
+    ge_run_fused<FusedRope<HD>>(O, K, W, K, M, N, K, p, GE_SCHED_AUTO, 0);
+}
+
+extern "C" void cudaf_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos,
+                                const float *rope_sin, void *Z, int M, int N, int K, int n_rope_cols, int hd, int T) {
+    if (M <= 0) return;
+    if (K % 8 || hd <= 0 || (hd & (hd - 1))) {
+        cuda_gemm_rope(O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T);
+        return;
+    }
+    switch (hd) {
+    case 32: rope_run<32>(O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T); break;
+    case 64: rope_run<64>(O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T); break;
+    default: rope_run<0>(O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T);
+    }
+}
+
+extern "C" void cudaf_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F,
+                                  int K) {
+    if (M <= 0) return;
+    if (K % 8) {
+        cuda_gemm_swiglu(O, W, r, Z, act, M, F, K);
+        return;
+    }
+    FusedSwiGLU::Params p = {};
+    p.out.head = ge_out((bf16 *)Z, M, 2 * F, 2 * F);
+    p.out.tail.head = ge_out_as<GeOut<bf16, 16>>((bf16 *)act, M, F, F);
+    p.r = r;
+    ge_run_fused<FusedSwiGLU>(O, K, W, K, M, 2 * F, K, p, GE_SCHED_AUTO, 0);
+}
+
+extern "C" void cudaf_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K) {
+    if (M <= 0) return;
+    if (K % 8) {
+        cuda_gemm_rowscale(O, W, r, Y, M, N, K);
+        return;
+    }
+    ge_gemm_rowscale(O, W, r, Y, 1, M, N, K, GE_SCHED_AUTO, 0);
+}

@@ -1,0 +1,53 @@
+/* fused_ops.h: the operations of kernels.h as the fused CUDA table defines them (kernels_cuda_fused, gathered by
+ * fused_kernels.cu): each GEMM runs with its CODA epilogue program (fused_programs.cuh, gemm_programs.cuh). The
+ * engine's operands go through TMA, which needs every feature dimension to be a multiple of 8 elements (and the
+ * RoPE program a power-of-two head dim): an op called on a shape it cannot take runs the unfused op instead
+ * (cuda_ops.h), so every config trains; fused_shape_ok says which path a model's shapes take. */
+#ifndef FUSED_OPS_H
+#define FUSED_OPS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 if every op of a model with these dimensions runs its fused program (D, F, the QKV width, V any), else 0. */
+int fused_shape_ok(int D, int F, int n_qkv, int n_q, int hd);
+
+/* fused_forward.cu */
+void cudaf_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps, void *h,
+                              void *O, float *r, int M, int N, int K);
+void cudaf_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos, const float *rope_sin,
+                     void *Z, int M, int N, int K, int n_rope_cols, int hd, int T);
+void cudaf_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F, int K);
+void cudaf_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K);
+
+/* fused_backward.cu */
+void cudaf_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
+                              const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K);
+void cudaf_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
+                                void *act, int M, int D, int F);
+void cudaf_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K);
+void cudaf_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K);
+/* gemm_norm_backward's fused path with dZ's row stride ldz and the dgamma partials' scratch part [ceil(M/128), K];
+ * with target != NULL the LM head's (dZ its E, with the row factors s, a: see FusedNormBwd; dres written). */
+void fused_norm_backward(const void *dZ, long ldz, const void *W, const float *gamma, const float *r, const float *c,
+                         const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K, float *part,
+                         const float *s, const float *a, const int32_t *target);
+
+/* fused_lm_head.cu */
+void cudaf_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M,
+                        int V, int K);
+/* How many times so far a chunk of the LM head ran its GEMM a second time because some row's best logit was far
+ * above its target's (fused_lm_head.cu), for tests. */
+long fused_lm_head_repasses(void);
+void cudaf_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
+                         const void *x, const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M,
+                         int V, int K);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,301 @@
+/* fused_programs.cuh: the CODA epilogue programs of the trainer's fused path (docs/DESIGN.md, "Fused step"), each
+ * the arithmetic of one non-attention operation applied to a GEMM's accumulator tile on chip, composed from the
+ * primitives of gemm_epilogue.cuh. Forward: QKV + RoPE, gate/up + SwiGLU, the LM head's softmax numerator.
+ * Backward: the RMSNorm backward (optionally with the LM head's gradient rows), the SwiGLU backward, the weight
+ * gradient with a column scale. (K_res and the plain GEMMs are gemm_programs.cuh's.) */
+#ifndef FUSED_PROGRAMS_CUH
+#define FUSED_PROGRAMS_CUH
+
+#include "kernels/cuda/gemm/gemm_epilogue.cuh"
+
+/* ---------------------------------------------------------------- forward */
+
+/* QKV projection: Z = rope(r * acc). RoPE rotates the interleaved pair (col, col + 1) of columns [0, n_rope) by
+ * the angle of position row % T and pair (col mod hd) / 2. HD: the head dim when it is 32 or 64 (then each
+ * thread's (cos, sin) for its two rows and hd / 8 pair indices are loaded in begin(), all at once, and reused by
+ * every head of the tile), 0 for another power of two (loaded per fragment; hd_mask = hd - 1; at 128 the cached
+ * values would not fit the ping-pong consumer's registers). */
+template <int HD>
+struct FusedRope : GeProgram<GeOut<bf16>> {
+    struct Params {
+        Out out; /* Z [M, N] */
+        const float *r, *cos, *sin; /* r [M]; cos/sin [T, hd/2] */
+        int n_rope, hd_mask, T;
+    };
+    static constexpr int kCached = HD > 0 ? HD / 8 : 1; /* distinct pair indices per thread and row */
+    GeRowVals r;
+    const float *cs[2], *sn[2]; /* this thread's rows' table rows */
+    float c[2][kCached], s[2][kCached];
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
+        r.load(p.r, t);
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const long at = (long)(t.row[h] < t.M ? t.row[h] % p.T : 0) * ((p.hd_mask + 1) / 2);
+            cs[h] = p.cos + at;
+            sn[h] = p.sin + at;
+            if constexpr (HD > 0) {
+#pragma unroll
+                for (int q = 0; q < kCached; q++) { /* fragment j uses index (col0 + 8 j) mod HD / 2, j mod kCached */
+                    const int i = ((t.col0 + 8 * q) & (HD - 1)) >> 1;
+                    c[h][q] = __ldg(cs[h] + i);
+                    s[h][q] = __ldg(sn[h] + i);
+                }
+            }
+        }
+    }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        const bool rope = col < p.n_rope;
+        const int i = (col & p.hd_mask) >> 1;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            v[h] = ge_scale(v[h], r[h]);
+            if (rope) {
+                if constexpr (HD > 0)
+                    v[h] = ge_rotate(v[h], c[h][t.j % kCached], s[h][t.j % kCached]);
+                else
+                    v[h] = ge_rotate(v[h], __ldg(cs[h] + i), __ldg(sn[h] + i));
+            }
+        }
+        ge_put<0>(p.out, t, col, v);
+    }
+};
+
+/* Gate/up projection: Z = r * acc (the pre-activations, which the backward needs) and act = silu(G) * U for each
+ * interleaved (G, U) column pair, from Z as stored (so that the backward's recomputation gives the same bits). */
+struct FusedSwiGLU : GeProgram<GeOut<bf16>, GeOut<bf16, 16>> {
+    struct Params {
+        Out out; /* Z [M, 2F], act [M, F] */
+        const float *r;
+    };
+    GeRowVals r;
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) { r.load(p.r, t); }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        float2 z[2] = {ge_scale(v[0], r[0]), ge_scale(v[1], r[1])};
+        ge_put<0>(p.out, t, col, z); /* z becomes Z as stored */
+        float a[2] = {ge_silu_mul(z[0]), ge_silu_mul(z[1])};
+        ge_put<1>(p.out, t, col, a);
+    }
+};
+
+/* LM head, the softmax numerator: z = r * acc (the logits), e = exp(min(z - zref[row], kClamp)) with zref a per-row
+ * reference (the target's logit, from a cheap pass before), E = e rounded to bf16 and stored (STORE), except at the
+ * target column, where E is 0 and e and z go to et[row], zt[row] in fp32. Per row and 128-column slice, partials
+ * of the sum of E as stored, of z E and of max z. The LM head's finish (fused_lm_head.cu) turns them into the
+ * log-sum-exp zref + log(sum E + et), the loss, and the gradient's per-row factors: dZ = r dscale softmax -
+ * onehot = s E + a onehot with s = r dscale / S, so E is the gradient up to a row scale, made here, in the
+ * epilogue of the logits GEMM. A row whose max z is more than kClamp above its zref (the target 64 nats below the
+ * best logit) is found by the finish and computed again with zref = max z. */
+template <bool STORE>
+struct FusedLmHead : std::conditional_t<STORE, GeProgram<GeOut<bf16>>, GeProgram<>> {
+    static constexpr float kClamp = 64.0f; /* e <= e^64: sums of up to 2^24 of them stay finite in fp32 */
+    struct Params {
+        typename FusedLmHead::Out out; /* E [M, V] (STORE) */
+        const float *r, *zref;
+        const int32_t *target;
+        float *et, *zt;        /* [M] */
+        float *ps, *pze, *pmax; /* [M, ldpart] */
+        long ldpart;
+    };
+    GeRowVals r, zref;
+    int tgt[2];
+    GeRowPartial<GeSum> s, ze;
+    GeRowPartial<GeMax> zmax;
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
+        r.load(p.r, t);
+        zref.load(p.zref, t);
+#pragma unroll
+        for (int h = 0; h < 2; h++) tgt[h] = t.row[h] < t.M ? __ldg(p.target + t.row[h]) : -1;
+        s.reset();
+        ze.reset();
+        zmax.reset();
+    }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        float2 e[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float2 z = ge_scale(v[h], r[h]);
+            const float2 ex = make_float2(__expf(fminf(z.x - zref[h], kClamp)), __expf(fminf(z.y - zref[h], kClamp)));
+            e[h] = ge_unpack_bf16x2(ge_pack_bf16x2(ex)); /* as stored */
+            if (tgt[h] == col || tgt[h] == col + 1) {
+                const bool x = tgt[h] == col;
+                p.et[t.row[h]] = x ? ex.x : ex.y;
+                p.zt[t.row[h]] = x ? z.x : z.y;
+                if (x) e[h].x = 0.0f;
+                else e[h].y = 0.0f;
+            }
+            s.add(t, h, col, e[h]);
+            ze.add(t, h, col, ge_mul(z, e[h]));
+            zmax.add(t, h, col, z);
+        }
+        if constexpr (STORE) ge_put<0>(p.out, t, col, e);
+    }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
+        s.store(p.ps, p.ldpart, t);
+        ze.store(p.pze, p.ldpart, t);
+        zmax.store(p.pmax, p.ldpart, t);
+    }
+};
+
+/* ---------------------------------------------------------------- backward */
+
+/* RMSNorm backward in the epilogue of G = dZ . W (layout A.B, cooperative: column partials). For the norm whose
+ * forward was z = r (O . W^T), O = x * gamma, with c[m] = <z, dLoss/dz>:
+ *   dx = gamma * G - (r^2 / N) c x;  dres = dx (ACC: dres += dx, in place through shared memory);
+ *   dgamma partials: part[tile row, col] = sum over the tile's rows of G x.
+ * LMHEAD: dZ is the LM head's E (fused_programs' FusedLmHead), so G = s * acc + a * W[target] (the gradient's row
+ * scale, and its target column added back as a row of W). x comes into registers ahead of use (GeTileIn). */
+template <int BN, bool ACC, bool LMHEAD>
+struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>>> {
+    static constexpr bool kColPartials = true;
+    static constexpr int kVecFloats = BN; /* gamma */
+    static constexpr int kInUnits = ACC ? GeTileInTma<BN, 1>::kUnits : 0; /* dres, then dx over it */
+    struct Params {
+        typename FusedNormBwd::Out out; /* dres (!ACC) */
+        GeOut<bf16> R;                  /* dres as the TMA source and target of the in-place update (ACC) */
+        const bf16 *x;
+        long ldx;
+        const float *gamma, *r, *c;
+        float *part; /* [ceil(M / 128), N] */
+        float inv_n; /* 1 / N */
+        const float *s, *a; /* LMHEAD: per-row factors */
+        const int32_t *target;
+        const bf16 *W; /* LMHEAD: [V, N] */
+        int V;
+    };
+    static bool direct(const Params &p) { return ACC ? false : p.out.any_direct(); }
+    GeTileIn<BN, 16, 4> x;
+    GeTileInTma<BN, 1> dres;
+    GeColStage<BN> gamma;
+    float coef[2], s[2], a[2];
+    int trow[2]; /* LMHEAD: the rows' targets (V outside the matrix: masked) */
+    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
+        ge_prefetch_tile(p.x, p.ldx, t, BN);
+        gamma.fetch(p.gamma, t);
+    }
+    __device__ __forceinline__ void during(const Params &p, const GeTile &t, int kb, int nk) {
+        if constexpr (ACC) dres.load_spread(p.R, t, kb, nk);
+    }
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const float rr = ge_row_vec(p.r, t, h);
+            coef[h] = rr * rr * p.inv_n * ge_row_vec(p.c, t, h);
+            if constexpr (LMHEAD) {
+                s[h] = ge_row_vec(p.s, t, h);
+                a[h] = ge_row_vec(p.a, t, h);
+                trow[h] = t.row[h] < t.M ? __ldg(p.target + t.row[h]) : p.V;
+            }
+        }
+        x.start(p.x, p.ldx, t);
+        gamma.publish(t);
+    }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        const float2 g = gamma.get(t, col);
+        float2 G[2], dx[2], gx[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            G[h] = v[h];
+            if constexpr (LMHEAD) {
+                const float2 w = ge_load_at(p.W, t.N, trow[h], col, p.V, t.N);
+                G[h] = make_float2(s[h] * v[h].x + a[h] * w.x, s[h] * v[h].y + a[h] * w.y);
+            }
+            const float2 xv = x.get(t, h);
+            dx[h] = make_float2(g.x * G[h].x - coef[h] * xv.x, g.y * G[h].y - coef[h] * xv.y);
+            gx[h] = ge_mul(G[h], xv);
+        }
+        x.advance(t);
+        if constexpr (ACC) {
+            dres.wait(t);
+            float2 old[2];
+            dres.get(t, old);
+            float2 sum[2] = {ge_add(old[0], dx[0]), ge_add(old[1], dx[1])};
+            dres.put(t, sum);
+        } else {
+            ge_put<0>(p.out, t, col, dx);
+        }
+        ge_col_partial_add(t, col, gx[0], gx[1], BN);
+    }
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
+        if constexpr (ACC)
+            dres.flush_out(p.R, t);
+        else
+            p.out.flush_from(t);
+    }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ge_col_partial_store(p.part, t.N, t, BN); }
+};
+
+/* SwiGLU backward in the epilogue of dact = dY . W_down (layout A.B, cooperative: the input staging holds one row
+ * block). Z [M, 2F] comes in by TMA, two columns (G, U) per accumulator column, and dZ is written over it:
+ *   dG = dact U silu'(G), dU = dact silu(G);  dZ = r (dG, dU);  c partials: sum of G dG + U dU per row and slice;
+ *   act = silu(G) U again (ge_silu_mul on Z as stored: the forward's bits), for the weight gradient of W_down. */
+template <int BN>
+struct FusedSwiGLUBwd : GeProgram<GeOut<bf16>> {
+    static constexpr int kInUnits = GeTileInTma<BN, 1, 2>::kUnits; /* Z, then dZ over it */
+    struct Params {
+        Out out;          /* act [M, F] */
+        GeOut<bf16> Z, dZ; /* [M, 2F]: the input and the output of the in-place tile */
+        const float *r;
+        float *part; /* [M, ldpart] */
+        long ldpart;
+    };
+    static bool direct(const Params &p) { return false; } /* act, Z and dZ: TMA targets (the launcher checks) */
+    GeTileInTma<BN, 1, 2> z;
+    GeRowPartial<GeSum> c;
+    GeRowVals r;
+    __device__ __forceinline__ void during(const Params &p, const GeTile &t, int kb, int nk) {
+        z.load_spread(p.Z, t, kb, nk);
+    }
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
+        r.load(p.r, t);
+        c.reset();
+    }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        z.wait(t);
+        float act[2][2]; /* [h][column e]: pairs for ge_put below */
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float2 gu[2], d[2];
+            z.get2(t, h, gu);
+            const float da[2] = {v[h].x, v[h].y};
+            float cc[2];
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const float g = gu[e].x, u = gu[e].y, sg = ge_sigmoid(g);
+                const float dg = da[e] * u * (sg * (1.0f + g * (1.0f - sg))), du = da[e] * (g * sg);
+                cc[e] = g * dg + u * du;
+                d[e] = make_float2(r[h] * dg, r[h] * du);
+                act[h][e] = ge_silu_mul(g, sg, u);
+            }
+            z.put2(t, h, d);
+            c.add(t, h, col, make_float2(cc[0], cc[1]));
+        }
+        float2 av[2] = {make_float2(act[0][0], act[0][1]), make_float2(act[1][0], act[1][1])};
+        ge_put<0>(p.out, t, col, av);
+    }
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
+        p.out.flush_from(t);
+        z.flush_out(p.dZ, t);
+    }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { c.store(p.part, p.ldpart, t); }
+};
+
+/* Weight gradient with a column scale: dW += acc * scale[col] (fp32, the add in L2). With the forward's input
+ * x and scale = gamma, this is the gradient of a weight whose input was O = x * gamma. */
+template <int BN>
+struct FusedDwColScale : GeProgram<GeOut<float, 32, true>> {
+    static constexpr int kVecFloats = BN;
+    struct Params {
+        Out out; /* dW */
+        const float *scale;
+    };
+    GeColStage<BN> scale;
+    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) { scale.fetch(p.scale, t); }
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) { scale.publish(t); }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        const float2 s = scale.get(t, col);
+        float2 w[2] = {ge_mul(v[0], s), ge_mul(v[1], s)};
+        ge_put<0>(p.out, t, col, w);
+    }
+};
+
+#endif
