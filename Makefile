@@ -20,7 +20,7 @@ ifeq ($(USE_CUDA),1)
   # Hopper only (sm_90a); the libraries come from the toolkit next to nvcc.
   CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
   NVCCFLAGS ?= -O3 -gencode arch=compute_90a,code=sm_90a -std=c++20 -lineinfo
-  NVCCFLAGS += -I. -Xcompiler -Wall -Xptxas -warn-spills
+  NVCCFLAGS += -I. -DWITH_CUDA -Xcompiler -Wall -Xptxas -warn-spills
   CFLAGS  += -DWITH_CUDA
   LIB_OBJ += $(patsubst %.cu,build/%.o,$(CUDA_SRC))
   LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib \

@@ -18,7 +18,6 @@
 #include <string>
 #include <vector>
 
-#define WITH_CUDA 1 /* the CUDA tables of kernels.h */
 #include "kernels/cuda/gemm/gemm.h"
 #include "kernels/kernels.h"
 #include "tests/gpu/cuda_test_check.h"
