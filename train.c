@@ -403,7 +403,7 @@ int main(int argc, char **argv) {
             if (dataloader_next(train, inputs, targets, err, sizeof(err))) die("%s", err);
             model_forward(&model, inputs, B, T);
             loss += model_loss(&model, targets, B, T, grad_scale);
-            model_backward(&model, B, T);
+            model_backward(&model, B, T, (micro == 0 ? MICRO_FIRST : 0) | (micro == accum - 1 ? MICRO_LAST : 0));
         }
         loss /= accum;
         double norm = optimizer_step(&model, t, lr, step);

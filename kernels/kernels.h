@@ -14,8 +14,9 @@
  *   fp32 on the CPU, bf16 on the GPU; their element size is Kernels.act_bytes. They are passed as void pointers.
  *   Per-row statistics (r, c, lse, per-row loss) and everything the optimizer touches (master weights, parameter
  *   gradients, AdamW moments) are fp32.
- * - Parameter gradients are always ACCUMULATED (+=): the caller zeroes them at the start of an optimizer step, which
- *   makes gradient accumulation free.
+ * - Parameter gradients are ACCUMULATED (+=): the caller zeroes them at the start of an optimizer step, which
+ *   makes gradient accumulation free. gemm_dw alone can also overwrite (its first micro-batch then needs no zeroed
+ *   buffer) and report the sum of squares of what it leaves, for global-norm clipping without a pass.
  * - RMSNorm: for a row x of width D, r = 1/sqrt(mean(x^2) + eps). The CODA reparameterization stores O = x*gamma
  *   and r separately and applies r after the next GEMM, using diag(r) (X diag(gamma)) W^T = diag(r) ((X*gamma) W^T).
  * - Internal weight layouts (import/export permute to Hugging Face's):
@@ -120,22 +121,24 @@ typedef struct Kernels {
     /* Plain data-gradient GEMM: dX = dY . W. dY [M,N], W [N,K], dX [M,K]. */
     void (*gemm_dx)(const void *dY, const void *W, void *dX, int M, int N, int K);
 
-    /* Weight-gradient GEMM: dW += (dY^T . X) * col_scale (col_scale [K] fp32 multiplies column k; NULL: 1).
-     * dY [M,N] act, X [M,K] act, dW [N,K] fp32. With X = x and col_scale = gamma this is the gradient of a
-     * weight whose input was O = x * gamma, without O. */
-    void (*gemm_dw)(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K);
+    /* Weight-gradient GEMM: dW = (dY^T . X) * col_scale, or dW += that when accumulate != 0 (col_scale [K] fp32
+     * multiplies column k; NULL: 1). dY [M,N] act, X [M,K] act, dW [N,K] fp32. With X = x and col_scale = gamma
+     * this is the gradient of a weight whose input was O = x * gamma, without O. sq != NULL: also *sq = the sum of
+     * squares of dW as left by the call (one fp64 in backend memory; the fused table forms it in the GEMM's
+     * epilogue when it overwrites). */
+    void (*gemm_dw)(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate, double *sq,
+                    int M, int N, int K);
 
-    /* Attention backward: from dy [B*T, Hq*hd] and the forward's qkv, y, lse, write dqkv [B*T, (Hq+2Hkv)*hd],
-     * the gradient with respect to qkv (post-RoPE Q and K), laid out like qkv. */
-    void (*attention_backward)(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
-                               int B, int T, int Hq, int Hkv, int hd);
-
-    /* RoPE backward plus the RMSNorm row scalar for the QKV projection. Z [M,N] is the forward's output (RoPE on
-     * columns [0, n_rope_cols)), dZ_in [M,N] its gradient. dZ_out = r * rope^T(dZ_in) (the gradient with respect to
-     * the pre-RoPE product, scaled by r); c[m] = <Z[m], dZ_in[m]> (RoPE is orthogonal, so this equals the pre-RoPE
-     * dot product). dZ_out may alias dZ_in. */
-    void (*rope_backward)(const void *Z, const void *dZ_in, const float *r, const float *rope_cos,
-                          const float *rope_sin, void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T);
+    /* Attention backward, and with r the backward of the QKV projection's RoPE and row scale in the same call (the
+     * CODA schedule: the fused table does it in the stores of the attention kernels). From dy [B*T, Hq*hd] and the
+     * forward's qkv, y, lse, let G [B*T, (Hq+2Hkv)*hd] be the gradient with respect to qkv (post-RoPE Q and K),
+     * laid out like qkv. r == NULL: dqkv = G (rope_cos, rope_sin, c unused). Otherwise, with qkv = rope(r * P) the
+     * forward (RoPE on the Q and K columns, position m % T): dqkv = r * rope^T(G) (the gradient with respect to the
+     * pre-RoPE product P, scaled by r, which is what the QKV weight and norm backward take) and c[m] = <qkv[m], G[m]>
+     * (RoPE is orthogonal, so this is the pre-RoPE dot product). rope_cos/rope_sin [T, hd/2], r and c [B*T]. */
+    void (*attention_backward)(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
+                               const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T,
+                               int Hq, int Hkv, int hd);
 
     /* Embedding backward: dE[tokens[m]] += dx[m], deterministic (the same bits for the same inputs). dE [V,D] fp32. */
     void (*embed_backward)(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V);

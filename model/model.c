@@ -12,7 +12,8 @@
  * backward (lm_head_train). The backward of the blocks runs the mirror image, with the RMSNorm backward in the
  * epilogue of each data-gradient GEMM (gemm_norm_backward) accumulating into the residual-stream gradient dres.
  * O and act are not saved per layer: a weight gradient takes x and gamma instead of O (gemm_dw's column scale) and
- * the SwiGLU backward writes act again (docs/DESIGN.md, "Memory"). */
+ * the SwiGLU backward writes act again (docs/DESIGN.md, "Memory"). The block weights' gradients are written by the
+ * first micro-batch's gemm_dw and report their sums of squares on the last, for global-norm clipping. */
 #include "model/model.h"
 
 #include <math.h>
@@ -183,6 +184,31 @@ static int upload_rope_tables(Model *m) {
     return 0;
 }
 
+/* The block weights, whose gradients come from one gemm_dw per micro-batch (the other kinds are accumulated). */
+static int is_block_weight(ParamKind kind) {
+    return kind == PARAM_WQKV || kind == PARAM_WO || kind == PARAM_WGATEUP || kind == PARAM_WDOWN;
+}
+
+/* The maximal runs of consecutive views that are not block weights (the views are in offset order). */
+static int plan_accumulated_runs(Model *m) {
+    m->acc_runs = calloc(m->table.n_views, sizeof(*m->acc_runs));
+    if (!m->acc_runs) return -1;
+    for (int i = 0; i < m->table.n_views; i++) {
+        const ParamView *v = &m->table.views[i];
+        if (is_block_weight(v->kind)) continue;
+        const size_t len = (size_t)v->rows * v->cols;
+        size_t *last = m->n_acc_runs ? m->acc_runs[m->n_acc_runs - 1] : NULL;
+        if (last && last[0] + last[1] == v->offset) {
+            last[1] += len;
+        } else {
+            m->acc_runs[m->n_acc_runs][0] = v->offset;
+            m->acc_runs[m->n_acc_runs][1] = len;
+            m->n_acc_runs++;
+        }
+    }
+    return 0;
+}
+
 int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen) {
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
@@ -204,7 +230,9 @@ int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int 
     m->arena = k->alloc(m->arena_bytes);
     plan_arena(m, m->arena);
     m->host_losses = malloc((size_t)B * T * sizeof(float));
-    if (!m->host_losses || upload_rope_tables(m)) {
+    m->grad_sq = k->alloc((size_t)4 * cfg->num_hidden_layers * sizeof(double));
+    m->host_grad_sq = malloc((size_t)4 * cfg->num_hidden_layers * sizeof(double));
+    if (!m->host_losses || !m->host_grad_sq || plan_accumulated_runs(m) || upload_rope_tables(m)) {
         snprintf(err, errlen, "out of host memory");
         return -1;
     }
@@ -223,6 +251,9 @@ void model_destroy(Model *m) {
     free(m->layers);
     free(m->table.views);
     free(m->host_losses);
+    k->free(m->grad_sq);
+    free(m->host_grad_sq);
+    free(m->acc_runs);
     memset(m, 0, sizeof(*m));
 }
 
@@ -256,7 +287,22 @@ void model_init_weights(Model *m, uint64_t seed) {
     m->k->memset_zero(m->adam_v, m->table.n_params * sizeof(float));
 }
 
-void model_zero_grads(Model *m) { m->k->memset_zero(m->grads, m->table.n_params * sizeof(float)); }
+void model_zero_grads(Model *m) {
+    for (int i = 0; i < m->n_acc_runs; i++)
+        m->k->memset_zero(m->grads + m->acc_runs[i][0], m->acc_runs[i][1] * sizeof(float));
+    m->grad_sq_ready = 0;
+}
+
+double model_grad_sum_squares(Model *m) {
+    const Kernels *k = m->k;
+    if (!m->grad_sq_ready) return k->sum_squares(m->grads, m->table.n_params);
+    double s = 0.0;
+    for (int i = 0; i < m->n_acc_runs; i++) s += k->sum_squares(m->grads + m->acc_runs[i][0], m->acc_runs[i][1]);
+    const int n = 4 * m->cfg.num_hidden_layers;
+    k->copy_to_host(m->host_grad_sq, m->grad_sq, (size_t)n * sizeof(double));
+    for (int i = 0; i < n; i++) s += m->host_grad_sq[i];
+    return s;
+}
 
 /* ---------------------------------------------------------------- forward / backward */
 
@@ -315,31 +361,36 @@ double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_sca
     return sum / M;
 }
 
-void model_backward(Model *m, int B, int T) {
+void model_backward(Model *m, int B, int T, int micro) {
     const Kernels *k = m->k;
     const ModelConfig *c = &m->cfg;
     int M = B * T, D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, hd = c->head_dim;
     int Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, Nqkv = config_qkv_dim(c);
+    const int acc = !(micro & MICRO_FIRST);
+#define SQ(l, i) ((micro & MICRO_LAST) ? m->grad_sq + 4 * (l) + (i) : NULL)
     /* dres holds dL/dx_final (model_loss ran the LM head's and the final norm's backward). */
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         LayerActs *a = &m->layers[l];
         /* MLP: dres holds dL/dx'. The weight gradients take h with gamma as a column scale: O2 = h * g2. */
         k->gemm_swiglu_backward(m->dres, W(m, PARAM_WDOWN, l), a->Zgu, a->r2, m->dZgu, m->c, m->act, M, D, F);
-        k->gemm_dw(m->dres, m->act, NULL, grad_of(m, PARAM_WDOWN, l), M, D, F);
-        k->gemm_dw(m->dZgu, a->h, gamma_of(m, PARAM_MLP_NORM, l), grad_of(m, PARAM_WGATEUP, l), M, 2 * F, D);
+        k->gemm_dw(m->dres, m->act, NULL, grad_of(m, PARAM_WDOWN, l), acc, SQ(l, 3), M, D, F);
+        k->gemm_dw(m->dZgu, a->h, gamma_of(m, PARAM_MLP_NORM, l), grad_of(m, PARAM_WGATEUP, l), acc, SQ(l, 2), M,
+                   2 * F, D);
         k->gemm_norm_backward(m->dZgu, W(m, PARAM_WGATEUP, l), gamma_of(m, PARAM_MLP_NORM, l), a->r2, m->c, a->h,
                               m->dres, grad_of(m, PARAM_MLP_NORM, l), 1, M, 2 * F, D);
         /* Attention: dres now holds dL/dh. */
         k->gemm_dx(m->dres, W(m, PARAM_WO, l), m->dy, M, D, Hq * hd);
-        k->gemm_dw(m->dres, a->y, NULL, grad_of(m, PARAM_WO, l), M, D, Hq * hd);
-        k->attention_backward(a->qkv, a->y, a->lse, m->dy, m->dqkv, B, T, Hq, Hkv, hd);
-        k->rope_backward(a->qkv, m->dqkv, a->r1, m->rope_cos, m->rope_sin, m->dqkv, m->c, M, Nqkv, (Hq + Hkv) * hd,
-                         hd, T);
-        k->gemm_dw(m->dqkv, a->x, gamma_of(m, PARAM_ATTN_NORM, l), grad_of(m, PARAM_WQKV, l), M, Nqkv, D);
+        k->gemm_dw(m->dres, a->y, NULL, grad_of(m, PARAM_WO, l), acc, SQ(l, 1), M, D, Hq * hd);
+        k->attention_backward(a->qkv, a->y, a->lse, m->dy, a->r1, m->rope_cos, m->rope_sin, m->dqkv, m->c, B, T, Hq,
+                              Hkv, hd);
+        k->gemm_dw(m->dqkv, a->x, gamma_of(m, PARAM_ATTN_NORM, l), grad_of(m, PARAM_WQKV, l), acc, SQ(l, 0), M,
+                   Nqkv, D);
         k->gemm_norm_backward(m->dqkv, W(m, PARAM_WQKV, l), gamma_of(m, PARAM_ATTN_NORM, l), a->r1, m->c, a->x,
                               m->dres, grad_of(m, PARAM_ATTN_NORM, l), 1, M, Nqkv, D);
     }
+#undef SQ
     k->embed_backward(m->tokens, m->dres, grad_of(m, PARAM_EMBED, -1), M, D, V);
+    m->grad_sq_ready = (micro & MICRO_LAST) != 0;
 }
 
 void model_last_logits(Model *m, int B, int T, float *logits) {

@@ -81,6 +81,13 @@ typedef struct Model {
     float *c;                   /* [M] RMSNorm-backward row scalars */
     float *logits_row;          /* [V] fp32, for sampling */
     float *host_losses;         /* [M] host copy */
+    /* global-norm clipping: the block weights' gradients come from gemm_dw, which leaves their sums of squares on
+     * the last micro-batch; every other gradient (embedding, LM head, norms) lies in the runs below */
+    double *grad_sq;            /* [4 L] fp64 in backend memory: per layer Wqkv, Wo, Wgateup, Wdown */
+    double *host_grad_sq;       /* [4 L] */
+    int grad_sq_ready;          /* 1 after a last micro-batch's backward, until the gradients are zeroed */
+    size_t (*acc_runs)[2];      /* [n_acc_runs] (offset, length) of the accumulated gradients, in order */
+    int n_acc_runs;
 } Model;
 
 /* Allocates everything for micro-batches of up to B sequences of T tokens. Returns 0 or -1 with a message. */
@@ -101,12 +108,21 @@ void model_forward(Model *m, const int32_t *tokens, int B, int T);
  * LM head and the final norm for grad_scale * sum of the row losses: accumulates their gradients into m->grads and
  * leaves the residual-stream gradient for model_backward. */
 double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_scale);
-/* Backward of the blocks after model_loss(grad_scale != 0): accumulates into m->grads. */
-void model_backward(Model *m, int B, int T);
+/* Which micro-batch of an optimizer step a backward is (flags): the first writes the block weights' gradients instead
+ * of adding to them (so model_zero_grads need not zero them), the last also leaves their sums of squares for
+ * model_grad_sum_squares. The one micro-batch of a step is both. */
+enum { MICRO_FIRST = 1, MICRO_LAST = 2 };
+/* Backward of the blocks after model_loss(grad_scale != 0): into m->grads (see MICRO_FIRST). */
+void model_backward(Model *m, int B, int T, int micro);
 /* Logits of the last row of the last forward, into host logits[V]. */
 void model_last_logits(Model *m, int B, int T, float *logits);
 
+/* Starts an optimizer step's gradients: zeroes every gradient that the backward adds to (all but the block weights',
+ * which the MICRO_FIRST backward writes). */
 void model_zero_grads(Model *m);
+/* The sum of squares of the whole gradient (fp64): after a MICRO_LAST backward, the block weights' shares from its
+ * weight-gradient GEMMs and passes over the rest only; otherwise one pass over all of it. */
+double model_grad_sum_squares(Model *m);
 
 /* The RoPE inverse frequencies of the config (Llama-3 scaling applied), inv_freq[hd/2]. */
 void model_rope_inv_freq(const ModelConfig *cfg, double *inv_freq);

@@ -24,7 +24,7 @@ double lr_at_step(const TrainConfig *t, int step) {
 double optimizer_step(Model *m, const TrainConfig *t, double lr, int step) {
     const Kernels *k = m->k;
     size_t n = m->table.n_params, nd = m->table.n_decay;
-    double norm = sqrt(k->sum_squares(m->grads, n));
+    double norm = sqrt(model_grad_sum_squares(m));
     double scale = 1.0;
     if (t->grad_clip > 0) {
         scale = t->grad_clip / (norm + 1e-6);

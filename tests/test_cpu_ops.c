@@ -635,29 +635,38 @@ static void test_gemm_dx(void) {
     free_all();
 }
 
+/* dW += (dY^T.X) * col_scale on a pre-filled dW; dW = that on a NaN-filled one (nothing read); and sq. */
 static void test_gemm_dw(void) {
     const float *dY = rand_f((size_t)M * N, 0.0, 1.0), *X = rand_f((size_t)M * K, 0.0, 1.0);
     const float *dW0 = rand_f((size_t)N * K, 0.0, 5.0), *scale = rand_f(K, 1.0, 0.5);
-    for (int scaled = 0; scaled <= 1; scaled++) {
-        const float *cs = scaled ? scale : NULL;
-        float *dW = copy_f(dW0, (size_t)N * K);
-        kc->gemm_dw(dY, X, cs, dW, M, N, K);
-        double *dW_ref = to_d(dW0, (size_t)N * K);
-        for (int n = 0; n < N; n++)
-            for (int k = 0; k < K; k++) {
-                double sum = 0.0;
-                for (int m = 0; m < M; m++) sum += (double)dY[(size_t)m * N + n] * X[(size_t)m * K + k];
-                dW_ref[(size_t)n * K + k] += sum * (cs ? cs[k] : 1.0);
-            }
-        check_close(scaled ? "gemm_dw: dW += (dY^T.X) * col_scale (pre-filled dW)" : "gemm_dw: dW += dY^T.X (pre-filled dW)",
-                    dW, dW_ref, (size_t)N * K);
-        float *dW_1 = copy_f(dW0, (size_t)N * K), *dW_3 = copy_f(dW0, (size_t)N * K);
-        set_threads(1);
-        kc->gemm_dw(dY, X, cs, dW_1, M, N, K);
-        set_threads(3);
-        kc->gemm_dw(dY, X, cs, dW_3, M, N, K);
-        check_same_bits(scaled ? "gemm_dw with a column scale" : "gemm_dw", dW_1, dW_3, (size_t)N * K * sizeof(float));
-    }
+    char what[128];
+    for (int scaled = 0; scaled <= 1; scaled++)
+        for (int acc = 0; acc <= 1; acc++) {
+            const float *cs = scaled ? scale : NULL;
+            float *dW = acc ? copy_f(dW0, (size_t)N * K) : nan_f((size_t)N * K);
+            double sq = NAN;
+            kc->gemm_dw(dY, X, cs, dW, acc, &sq, M, N, K);
+            double *dW_ref = acc ? to_d(dW0, (size_t)N * K) : zeros_d((size_t)N * K);
+            for (int n = 0; n < N; n++)
+                for (int k = 0; k < K; k++) {
+                    double sum = 0.0;
+                    for (int m = 0; m < M; m++) sum += (double)dY[(size_t)m * N + n] * X[(size_t)m * K + k];
+                    dW_ref[(size_t)n * K + k] += sum * (cs ? cs[k] : 1.0);
+                }
+            snprintf(what, sizeof what, "gemm_dw: dW %s (dY^T.X)%s", acc ? "+= (pre-filled)" : "= (NaN-filled)",
+                     scaled ? " * col_scale" : "");
+            check_close(what, dW, dW_ref, (size_t)N * K);
+            double sq_ref = 0.0;
+            for (size_t i = 0; i < (size_t)N * K; i++) sq_ref += (double)dW[i] * dW[i];
+            CHECK(fabs(sq - sq_ref) <= 1e-12 * sq_ref, "%s: sq %.12e = the sum of squares of dW %.12e", what, sq,
+                  sq_ref);
+            float *dW_1 = copy_f(dW0, (size_t)N * K), *dW_3 = copy_f(dW0, (size_t)N * K);
+            set_threads(1);
+            kc->gemm_dw(dY, X, cs, dW_1, acc, NULL, M, N, K);
+            set_threads(3);
+            kc->gemm_dw(dY, X, cs, dW_3, acc, NULL, M, N, K);
+            check_same_bits(what, dW_1, dW_3, (size_t)N * K * sizeof(float));
+        }
     free_all();
 }
 
@@ -686,7 +695,7 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
     check_close(what, lse, lse_ref, n_lse);
 
     float *dqkv = nan_f(n_qkv);
-    kc->attention_backward(qkv, y, lse, dy, dqkv, B, T, Hq, Hkv, hd);
+    kc->attention_backward(qkv, y, lse, dy, NULL, NULL, NULL, dqkv, NULL, B, T, Hq, Hkv, hd);
     snprintf(what, sizeof what, "attention_backward (%s): dqkv vs materialized softmax backward", shape);
     check_close(what, dqkv, dqkv_ref, n_qkv);
 
@@ -701,46 +710,45 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
 
     float *dqkv_1 = nan_f(n_qkv), *dqkv_3 = nan_f(n_qkv);
     set_threads(1);
-    kc->attention_backward(qkv, y, lse, dy, dqkv_1, B, T, Hq, Hkv, hd);
+    kc->attention_backward(qkv, y, lse, dy, NULL, NULL, NULL, dqkv_1, NULL, B, T, Hq, Hkv, hd);
     set_threads(3);
-    kc->attention_backward(qkv, y, lse, dy, dqkv_3, B, T, Hq, Hkv, hd);
+    kc->attention_backward(qkv, y, lse, dy, NULL, NULL, NULL, dqkv_3, NULL, B, T, Hq, Hkv, hd);
     snprintf(what, sizeof what, "attention_backward (%s)", shape);
     check_same_bits(what, dqkv_1, dqkv_3, n_qkv * sizeof(float));
     free_all();
 }
 
-static void test_rope_backward(void) {
-    const int T = 17, Hq = 4, Hkv = 2, hd = 8, Nq = (Hq + 2 * Hkv) * hd, n_rope = (Hq + Hkv) * hd;
-    const size_t n = (size_t)M * Nq;
+/* attention_backward with r: over the attention gradient G (the same call without r), the QKV projection's RoPE and
+ * row-scale backward, dqkv = r * rope^T(G), and c = <qkv, G>. */
+static void test_attention_rope_backward(void) {
+    const int B = 2, T = 17, Hq = 4, Hkv = 2, hd = 8, Nq = (Hq + 2 * Hkv) * hd, n_rope = (Hq + Hkv) * hd, Mr = B * T;
+    const size_t n = (size_t)Mr * Nq, n_y = (size_t)Mr * Hq * hd;
     float *cos_t, *sin_t;
     rope_tables(T, hd, &cos_t, &sin_t);
-    const float *Z = rand_f(n, 0.0, 1.0), *dZ_in = rand_f(n, 0.0, 1.0), *r = rand_f(M, 1.0, 0.5);
-    float *dZ_out = nan_f(n), *c = nan_f(M);
-    kc->rope_backward(Z, dZ_in, r, cos_t, sin_t, dZ_out, c, M, Nq, n_rope, hd, T);
+    const float *Z = rand_f(n, 0.0, 1.0), *dy = rand_f(n_y, 0.0, 1.0), *r = rand_f(Mr, 1.0, 0.5);
+    float *y = nan_f(n_y), *lse = nan_f((size_t)B * Hq * T), *G = nan_f(n), *dZ_out = nan_f(n), *c = nan_f(Mr);
+    kc->attention_forward(Z, y, lse, B, T, Hq, Hkv, hd);
+    kc->attention_backward(Z, y, lse, dy, NULL, NULL, NULL, G, NULL, B, T, Hq, Hkv, hd);
+    kc->attention_backward(Z, y, lse, dy, r, cos_t, sin_t, dZ_out, c, B, T, Hq, Hkv, hd);
 
-    double *Zd = to_d(Z, n), *dZ_in_d = to_d(dZ_in, n), *dZ_ref = to_d(dZ_in, n), *c_ref = zeros_d(M);
-    for (int m = 0; m < M; m++) {
+    double *Zd = to_d(Z, n), *Gd = to_d(G, n), *dZ_ref = to_d(G, n), *c_ref = zeros_d(Mr);
+    for (int m = 0; m < Mr; m++) {
         ref_rope_row(dZ_ref + (size_t)m * Nq, n_rope, hd, cos_t + (m % T) * hd / 2, sin_t + (m % T) * hd / 2, -1.0);
         for (int j = 0; j < Nq; j++) dZ_ref[(size_t)m * Nq + j] *= r[m];
-        c_ref[m] = dot_d(Zd + (size_t)m * Nq, dZ_in_d + (size_t)m * Nq, Nq);
+        c_ref[m] = dot_d(Zd + (size_t)m * Nq, Gd + (size_t)m * Nq, Nq);
     }
-    check_close("rope_backward: dZ_out = r * rope^T(dZ_in)", dZ_out, dZ_ref, n);
-    check_close("rope_backward: c = <Z, dZ_in>", c, c_ref, M);
+    check_close("attention_backward with r: dqkv = r * rope^T(G)", dZ_out, dZ_ref, n);
+    check_close("attention_backward with r: c = <qkv, G>", c, c_ref, Mr);
 
-    /* Adjoint identity: <rope^T(dz), u> = <dz, rope(u)>, with rope the forward reference. */
+    /* Adjoint identity: <rope^T(G), u> = <G, rope(u)>, with rope the forward reference. */
     double *u = rand_dir(n), *rope_u = zeros_d(n);
     memcpy(rope_u, u, n * sizeof(double));
-    for (int m = 0; m < M; m++)
+    for (int m = 0; m < Mr; m++)
         ref_rope_row(rope_u + (size_t)m * Nq, n_rope, hd, cos_t + (m % T) * hd / 2, sin_t + (m % T) * hd / 2, 1.0);
     double *unscaled = to_d(dZ_out, n);
     for (size_t i = 0; i < n; i++) unscaled[i] /= r[i / Nq];
-    check_directional("rope_backward: dZ_out / r is the adjoint of the forward RoPE", unscaled, u, n,
-                      dot_d(dZ_in_d, rope_u, n), FD_TOL);
-
-    float *inplace = copy_f(dZ_in, n), *c2 = nan_f(M);
-    kc->rope_backward(Z, inplace, r, cos_t, sin_t, inplace, c2, M, Nq, n_rope, hd, T);
-    CHECK(memcmp(inplace, dZ_out, n * sizeof(float)) == 0 && memcmp(c2, c, M * sizeof(float)) == 0,
-          "rope_backward: in place (dZ_out == dZ_in) gives the same bits");
+    check_directional("attention_backward with r: dqkv / r is the adjoint of the forward RoPE applied to G", unscaled,
+                      u, n, dot_d(Gd, rope_u, n), FD_TOL);
     free_all();
 }
 
@@ -835,7 +843,7 @@ int main(void) {
     test_attention(1, 1, 2, 2, 16);
     test_attention(2, 17, 4, 1, 16);
     test_attention(1, 17, 3, 3, 8);
-    test_rope_backward();
+    test_attention_rope_backward();
     test_embed_backward();
     test_sum_squares();
     test_adamw();

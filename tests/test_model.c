@@ -209,10 +209,15 @@ static void run_case(const char *label, ModelConfig c, int B, int T, uint64_t se
           ref, fabs(ours - ref) / fabs(ref));
 
     /* backward: every tensor's gradient along a random direction vs central differences in fp64 */
-    model_backward(&m, B, T);
+    model_backward(&m, B, T, MICRO_FIRST | MICRO_LAST);
     float *g = malloc(n * sizeof(float));
     m.k->copy_to_host(g, m.grads, n * sizeof(float));
     CHECK(all_finite_f(g, n), "%s: gradient is finite", label);
+    double sq_ref = 0;
+    for (size_t i = 0; i < n; i++) sq_ref += (double)g[i] * g[i];
+    const double sq = model_grad_sum_squares(&m);
+    CHECK(m.grad_sq_ready && fabs(sq - sq_ref) <= 1e-10 * sq_ref, "%s: the gradient's sum of squares from the "
+          "weight-gradient GEMMs' shares %.12e, from all elements %.12e", label, sq, sq_ref);
     double worst = 0;
     const char *worst_name = "";
     for (int vi = 0; vi < m.table.n_views; vi++) {
@@ -241,10 +246,10 @@ static void run_case(const char *label, ModelConfig c, int B, int T, uint64_t se
     }
     printf("# %s: worst relative gradient error %.2e (%s)\n", label, worst, worst_name);
 
-    /* accumulation: a second backward of the same batch doubles the gradient */
+    /* accumulation: a second backward of the same batch (not the first micro-batch) doubles the gradient */
     model_forward(&m, tok, B, T);
     model_loss(&m, tgt, B, T, 1.0f / M);
-    model_backward(&m, B, T);
+    model_backward(&m, B, T, 0);
     float *g2 = malloc(n * sizeof(float));
     m.k->copy_to_host(g2, m.grads, n * sizeof(float));
     for (size_t i = 0; i < n; i++) g[i] *= 2;

@@ -77,8 +77,8 @@ void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, i
 /* With P = exp(s - lse), dP_ij = <dy_i, v_j>, D_i = <dy_i, y_i> and dS = P (dP - D_i):
  * dq_i = scale sum_j dS_ij k_j, dk_j = scale sum_i dS_ij q_i, dv_j = sum_i P_ij dy_i (sums over the group's heads
  * for dk and dv). One task per (batch, KV head) owns those dk/dv rows and adds their terms in a fixed order. */
-void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, int B, int T,
-                            int Hq, int Hkv, int hd) {
+static void attention_grad(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, int B, int T,
+                           int Hq, int Hkv, int hd) {
     const AttnShape s = attn_shape(Hq, Hkv, hd);
     const float *qkvf = qkv, *yf = y, *dyf = dy;
     float *dqkvf = dqkv;
@@ -112,4 +112,14 @@ void cpu_attention_backward(const void *qkv, const void *y, const float *lse, co
                     }
                 }
         }
+}
+
+/* The gradient, then (with r) the QKV projection's RoPE and row-scale backward over it in place (kernels.h). */
+void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
+                            const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
+                            int Hkv, int hd) {
+    attention_grad(qkv, y, lse, dy, dqkv, B, T, Hq, Hkv, hd);
+    if (r)
+        cpu_rope_backward(qkv, dqkv, r, rope_cos, rope_sin, dqkv, c, B * T, (Hq + 2 * Hkv) * hd, (Hq + Hkv) * hd, hd,
+                          T);
 }

@@ -87,7 +87,9 @@ void cpu_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K) {
                      cpu_min(CPU_ROW_BLOCK, M - m0), N, K);
 }
 
-void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K) {
+void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate, double *sq, int M,
+                 int N, int K) {
+    if (!accumulate) memset(dW, 0, (size_t)N * K * sizeof(float));
     /* Parallel over blocks of dW rows: one thread owns each dW element and sums its M terms in order (into dW
      * itself, or with a column scale into scratch that is then scaled and added). */
 #pragma omp parallel
@@ -108,6 +110,7 @@ void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *d
         }
         free(part);
     }
+    if (sq) *sq = cpu_sum_squares(dW, (size_t)N * K);
 }
 
 void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos, const float *rope_sin,

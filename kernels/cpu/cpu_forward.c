@@ -140,7 +140,7 @@ void cpu_lm_head_train(const void *O, const void *W, const float *r, const int32
     /* the whole [M, V] gradient at once: the CPU runs small configs */
     float *dZ = cpu_xmalloc((size_t)M * V * sizeof(float)), *c = cpu_xmalloc((size_t)(M > 0 ? M : 1) * sizeof(float));
     lm_head_rows(O, W, r, targets, dscale, loss, dZ, c, M, V, K);
-    cpu_gemm_dw(dZ, O, NULL, dW, M, V, K);
+    cpu_gemm_dw(dZ, O, NULL, dW, 1, NULL, M, V, K);
     cpu_gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, 0, M, V, K);
     free(dZ);
     free(c);

@@ -62,15 +62,19 @@ void cpu_lm_head_train(const void *O, const void *W, const float *r, const int32
                        int V, int K);
 
 void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
-void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, int B, int T,
-                            int Hq, int Hkv, int hd);
+void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
+                            const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
+                            int Hkv, int hd);
 
 void cpu_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
                             const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K);
 void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
                               void *act, int M, int D, int F);
 void cpu_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K);
-void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K);
+void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate, double *sq,
+                 int M, int N, int K);
+/* dZ_out = r * rope^T(dZ_in) on columns [0, n_rope_cols), r * dZ_in on the rest; c[m] = <Z[m], dZ_in[m]>; dZ_out
+ * may alias dZ_in (attention_backward's tail). */
 void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos, const float *rope_sin,
                        void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T);
 void cpu_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V);

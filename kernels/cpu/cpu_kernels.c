@@ -29,7 +29,6 @@ const Kernels kernels_cpu = {
     .gemm_dx = cpu_gemm_dx,
     .gemm_dw = cpu_gemm_dw,
     .attention_backward = cpu_attention_backward,
-    .rope_backward = cpu_rope_backward,
     .embed_backward = cpu_embed_backward,
 
     .sum_squares = cpu_sum_squares,

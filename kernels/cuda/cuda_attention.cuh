@@ -155,6 +155,57 @@ __device__ __forceinline__ void store_rows_bf16(bf16 *dst, long ld, int row0, in
     }
 }
 
+/* The optional tail of the attention backward's stores (kernels.h attention_backward with r): the gradient G of
+ * a stored element (fp32, times the kernel's scale, before any rounding) becomes r * rope^T(G) for Q and K columns
+ * and r * G for V, and each row's <Z, G> over the warp's head slice (Z: the forward's qkv values of those rows, still
+ * in the kernel's shared memory) goes to cpart[row, slot]; a finish sums a row's slots into c. r == NULL: the plain
+ * gradient. A RoPE pair is the adjacent columns (2i, 2i+1) of a head, so both sit in one thread's accumulator pair. */
+typedef struct {
+    const float *r;         /* [B*T] */
+    const float *cos, *sin; /* [T, hd/2] */
+    float *cpart;           /* [B*T, Hq + 2*Hkv] */
+} AttnGradTail;
+
+/* store_rows_bf16 with the tail: rows row0 (+ lane/4, + 8) of one sequence, whose first row is global row grow0;
+ * Zt/z_row0: the swizzled shared-memory tile and tile row of row0; slot: this head slice's column of cpart. */
+template <int HD>
+__device__ __forceinline__ void store_grad_rows_bf16(bf16 *dst, long ld, int row0, int T, const float O[HD / 8][4],
+                                                     float scale, int lane, const AttnGradTail &tail, long grow0,
+                                                     const bf16 *Zt, int z_row0, bool rope, int slot, int nslots) {
+    if (!tail.r) {
+        store_rows_bf16<HD>(dst, ld, row0, T, O, scale, lane);
+        return;
+    }
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int row = row0 + (lane >> 2) + 8 * half, zr = z_row0 + (lane >> 2) + 8 * half;
+        const bool live = row < T;
+        const int at = live ? row : 0; /* a row past T reads row 0's values and stores nothing */
+        const float rr = tail.r[grow0 + at];
+        const long pair0 = (long)at * (HD / 2) + (lane & 3); /* the table entry of this thread's first pair */
+        const float *cs = tail.cos + pair0, *sn = tail.sin + pair0;
+        bf16 *out = dst + (long)row * ld + (lane & 3) * 2;
+        float dot = 0.0f;
+#pragma unroll
+        for (int dt = 0; dt < HD / 8; dt++) {
+            const int col = dt * 8 + (lane & 3) * 2;
+            const float g0 = O[dt][2 * half] * scale, g1 = O[dt][2 * half + 1] * scale;
+            const float2 z = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(Zt + swz<HD>(zr, col)));
+            dot = fmaf(z.x, g0, fmaf(z.y, g1, dot));
+            float a = g0, b = g1;
+            if (rope) { /* the transpose of a' = a cos - b sin, b' = b cos + a sin; pair index col / 2 */
+                const float c = __ldg(cs + dt * 4), s = __ldg(sn + dt * 4);
+                a = g0 * c + g1 * s;
+                b = g1 * c - g0 * s;
+            }
+            if (live) *reinterpret_cast<__nv_bfloat162 *>(out + dt * 8) = __floats2bfloat162_rn(rr * a, rr * b);
+        }
+        dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+        dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+        if (live && (lane & 3) == 0) tail.cpart[(grow0 + row) * nslots + slot] = dot;
+    }
+}
+
 /* Raises a kernel's dynamic shared-memory limit (once per kernel) and checks it. */
 #define ATT_SET_SMEM(kernel, bytes)                                                                           \
     do {                                                                                                      \

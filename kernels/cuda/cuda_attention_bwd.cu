@@ -8,6 +8,7 @@
  * tiles that the causal mask hides from all its rows. */
 #include "kernels/cuda/cuda_attention.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/fused/fused_ops.h"
 
 /* Dq[b, h, t] = <dy[b*T+t, head h], y[b*T+t, head h]>: HD/8 threads per (row, head), 8 columns each. */
 template <int HD>
@@ -37,7 +38,8 @@ struct DkdvTile {
 
 template <int HD, int WARPS>
 __global__ void __launch_bounds__(32 * WARPS, ATT_BWD_MINB_OF(HD)) attn_bwd_dkdv_kernel(const bf16 *qkv, const bf16 *dy, const float *lse,
-                                                                   const float *Dq, bf16 *dqkv, AttnDims d) {
+                                                                   const float *Dq, bf16 *dqkv, AttnDims d,
+                                                                   AttnGradTail tail) {
     constexpr int BQ = DkdvTile<HD>::BQ, BM = 16 * WARPS, NT = 32 * WARPS;
     extern __shared__ __align__(16) unsigned char smem[];
     bf16 *sK = reinterpret_cast<bf16 *>(smem), *sV = sK + BM * HD, *sQ = sV + BM * HD, *sdY = sQ + 2 * BQ * HD;
@@ -104,13 +106,17 @@ __global__ void __launch_bounds__(32 * WARPS, ATT_BWD_MINB_OF(HD)) attn_bwd_dkdv
         __syncthreads();
     }
     bf16 *out = dqkv + (long)b * d.T * d.ld;
-    store_rows_bf16<HD>(out + (d.Hq + g) * HD, d.ld, key_warp, d.T, dK, d.scale, lane);
-    store_rows_bf16<HD>(out + (d.Hq + d.Hkv + g) * HD, d.ld, key_warp, d.T, dV, 1.0f, lane);
+    const int nslots = d.Hq + 2 * d.Hkv;
+    store_grad_rows_bf16<HD>(out + (d.Hq + g) * HD, d.ld, key_warp, d.T, dK, d.scale, lane, tail, (long)b * d.T, sK,
+                             warp * 16, true, d.Hq + g, nslots);
+    store_grad_rows_bf16<HD>(out + (d.Hq + d.Hkv + g) * HD, d.ld, key_warp, d.T, dV, 1.0f, lane, tail, (long)b * d.T,
+                             sV, warp * 16, false, d.Hq + d.Hkv + g, nslots);
 }
 
 template <int HD, int WARPS>
 __global__ void __launch_bounds__(32 * WARPS, ATT_BWD_MINB_OF(HD)) attn_bwd_dq_kernel(const bf16 *qkv, const bf16 *dy, const float *lse,
-                                                                 const float *Dq, bf16 *dqkv, AttnDims d) {
+                                                                 const float *Dq, bf16 *dqkv, AttnDims d,
+                                                                 AttnGradTail tail) {
     constexpr int BM = 16 * WARPS, NT = 32 * WARPS;
     extern __shared__ __align__(16) unsigned char smem[];
     bf16 *sQ = reinterpret_cast<bf16 *>(smem), *sdY = sQ + BM * HD, *sK = sdY + BM * HD, *sV = sK + 2 * ATT_BN * HD;
@@ -170,14 +176,14 @@ __global__ void __launch_bounds__(32 * WARPS, ATT_BWD_MINB_OF(HD)) attn_bwd_dq_k
         }
         __syncthreads();
     }
-    store_rows_bf16<HD>(dqkv + (long)b * d.T * d.ld + h * HD, d.ld, q_warp, d.T, dQ, d.scale, lane);
+    store_grad_rows_bf16<HD>(dqkv + (long)b * d.T * d.ld + h * HD, d.ld, q_warp, d.T, dQ, d.scale, lane, tail,
+                             (long)b * d.T, sQ, warp * 16, true, h, d.Hq + 2 * d.Hkv);
 }
 
 template <int HD>
 static void launch_bwd(const bf16 *qkv, const bf16 *y, const float *lse, const bf16 *dy, bf16 *dqkv, int B,
-                       const AttnDims &d) {
+                       const AttnDims &d, AttnGradTail tail, float *Dq) {
     constexpr int BQ = DkdvTile<HD>::BQ;
-    float *Dq = (float *)cuda_workspace((size_t)B * d.Hq * d.T * sizeof(float));
     const long threads = (long)B * d.T * d.Hq * (HD / 8);
     attn_row_dot_kernel<HD><<<cdiv(threads, 256), 256>>>(y, dy, Dq, B * d.T, d.T, d.Hq, d.ldy);
     LAUNCH_CHECK("attn_row_dot_kernel");
@@ -185,23 +191,49 @@ static void launch_bwd(const bf16 *qkv, const bf16 *y, const float *lse, const b
     constexpr int WK = ATT_DKDV_WARPS, WQ = ATT_DQ_WARPS;
     const size_t smem_kv = (size_t)(2 * 16 * WK + 4 * BQ) * HD * sizeof(bf16) + 4 * BQ * sizeof(float);
     ATT_SET_SMEM((attn_bwd_dkdv_kernel<HD, WK>), smem_kv);
-    attn_bwd_dkdv_kernel<HD, WK><<<dim3(cdiv(d.T, 16 * WK), d.Hkv, B), 32 * WK, smem_kv>>>(qkv, dy, lse, Dq, dqkv, d);
+    attn_bwd_dkdv_kernel<HD, WK><<<dim3(cdiv(d.T, 16 * WK), d.Hkv, B), 32 * WK, smem_kv>>>(qkv, dy, lse, Dq, dqkv, d,
+                                                                                            tail);
     LAUNCH_CHECK("attn_bwd_dkdv_kernel");
 
     const size_t smem_q = (size_t)(2 * 16 * WQ + 4 * ATT_BN) * HD * sizeof(bf16);
     ATT_SET_SMEM((attn_bwd_dq_kernel<HD, WQ>), smem_q);
-    attn_bwd_dq_kernel<HD, WQ><<<dim3(cdiv(d.T, 16 * WQ), d.Hq, B), 32 * WQ, smem_q>>>(qkv, dy, lse, Dq, dqkv, d);
+    attn_bwd_dq_kernel<HD, WQ><<<dim3(cdiv(d.T, 16 * WQ), d.Hq, B), 32 * WQ, smem_q>>>(qkv, dy, lse, Dq, dqkv, d, tail);
     LAUNCH_CHECK("attn_bwd_dq_kernel");
 }
 
-extern "C" void cuda_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
-                                        int B, int T, int Hq, int Hkv, int hd) {
+/* The kernels, with the tail in their stores when tail.r is set (then cpart is carved beside Dq and summed into c). */
+static void attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
+                               AttnGradTail tail, float *c, int B, int T, int Hq, int Hkv, int hd) {
     if (B <= 0 || T <= 0) return;
     AttnDims d = {T, Hq, Hkv, (long)(Hq + 2 * Hkv) * hd, (long)Hq * hd, 1.0f / sqrtf((float)hd), 0.0f};
     d.scale_log2 = d.scale * ATT_LOG2E;
+    const int M = B * T, nslots = Hq + 2 * Hkv;
+    const size_t n_dq = (size_t)B * Hq * T;
+    float *ws = (float *)cuda_workspace((n_dq + (tail.r ? (size_t)M * nslots : 0)) * sizeof(float));
+    if (tail.r) tail.cpart = ws + n_dq;
     const bf16 *q = (const bf16 *)qkv, *yy = (const bf16 *)y, *g = (const bf16 *)dy;
-    if (hd == 32) launch_bwd<32>(q, yy, lse, g, (bf16 *)dqkv, B, d);
-    else if (hd == 64) launch_bwd<64>(q, yy, lse, g, (bf16 *)dqkv, B, d);
-    else if (hd == 128) launch_bwd<128>(q, yy, lse, g, (bf16 *)dqkv, B, d);
-    else cuda_fail("cuda_attention_backward", "head_dim must be 32, 64 or 128", __FILE__, __LINE__);
+    if (hd == 32) launch_bwd<32>(q, yy, lse, g, (bf16 *)dqkv, B, d, tail, ws);
+    else if (hd == 64) launch_bwd<64>(q, yy, lse, g, (bf16 *)dqkv, B, d, tail, ws);
+    else if (hd == 128) launch_bwd<128>(q, yy, lse, g, (bf16 *)dqkv, B, d, tail, ws);
+    else cuda_fail("attention_backward", "head_dim must be 32, 64 or 128", __FILE__, __LINE__);
+    if (tail.r) cuda_row_sum(tail.cpart, nslots, M, c);
+}
+
+/* The unfused table's: the kernels, then the RoPE backward as its own pass (cuda_elementwise.cu). */
+extern "C" void cuda_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy,
+                                        const float *r, const float *rope_cos, const float *rope_sin, void *dqkv,
+                                        float *c, int B, int T, int Hq, int Hkv, int hd) {
+    const AttnGradTail plain = {NULL, NULL, NULL, NULL};
+    attention_backward(qkv, y, lse, dy, dqkv, plain, NULL, B, T, Hq, Hkv, hd);
+    if (r && B > 0 && T > 0)
+        cuda_rope_backward(qkv, dqkv, r, rope_cos, rope_sin, dqkv, c, B * T, (Hq + 2 * Hkv) * hd, (Hq + Hkv) * hd, hd,
+                           T);
+}
+
+/* The fused table's (fused_ops.h): the RoPE backward and c in the stores of dQ, dK and dV. */
+extern "C" void cudaf_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy,
+                                         const float *r, const float *rope_cos, const float *rope_sin, void *dqkv,
+                                         float *c, int B, int T, int Hq, int Hkv, int hd) {
+    const AttnGradTail tail = {r, rope_cos, rope_sin, NULL};
+    attention_backward(qkv, y, lse, dy, dqkv, tail, c, B, T, Hq, Hkv, hd);
 }

@@ -168,13 +168,18 @@ void cuda_gemm_xwt_f32(const void *X, const void *W, float *Y, int M, int N, int
 /* dX[M,K] = dY[M,N] . W[N,K], into bf16 or fp32. */
 void cuda_gemm_dyw_bf16(const void *dY, const void *W, void *dX, int M, int N, int K);
 void cuda_gemm_dyw_f32(const void *dY, const void *W, float *dX, int M, int N, int K);
-/* dW[N,K] (fp32) += dY^T . X. */
-void cuda_gemm_dw_f32(const void *dY, const void *X, float *dW, int M, int N, int K);
+/* dW[N,K] (fp32) = dY^T . X, or += when accumulate. */
+void cuda_gemm_dw_f32(const void *dY, const void *X, float *dW, int accumulate, int M, int N, int K);
 
 /* cuda_norm.cu: deterministic reductions of partials. out[k] += sum over b < n_blocks (in order) of
  * partial[b, k]; out[m] = sum over t < nparts (in order) of part[m, t]. */
 void cuda_column_sum_add(const float *partial, int n_blocks, float *out, int K);
 void cuda_row_sum(const float *part, int nparts, int M, float *out);
+
+/* cuda_optimizer.cu: *dst (one fp64 in device memory) = the sum of squares of g[0..n), or the sum of x[0..n);
+ * deterministic, and nothing waits for the device. */
+void cuda_sum_squares_to(const float *g, size_t n, double *dst);
+void cuda_sum_to(const float *x, size_t n, double *dst);
 
 /* cuda_embedding.cu: dE[tokens[m]] += coef[m] * dx[m] (coef NULL: 1) for m < M, deterministic: rows grouped by
  * token on the host (the tokens are copied back, which waits for the queued work), each group summed in order of

@@ -186,15 +186,16 @@ __global__ void scale_cols_kernel(const bf16 *X, const float *s, bf16 *O, int K)
         O[m * K + k] = __float2bfloat16(__bfloat162float(X[m * K + k]) * s[k]);
 }
 
-extern "C" void cuda_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K) {
+extern "C" void cuda_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate,
+                             double *sq, int M, int N, int K) {
     if (!col_scale || M <= 0) {
-        cuda_gemm_dw_f32(dY, X, dW, M, N, K);
-        return;
+        cuda_gemm_dw_f32(dY, X, dW, accumulate, M, N, K);
+    } else { /* the unfused way: the scaled input in a pass, then cuBLAS */
+        bf16 *O = (bf16 *)cuda_workspace((size_t)M * K * sizeof(bf16));
+        const int bx = cdiv(K, 256) < 64 ? cdiv(K, 256) : 64;
+        scale_cols_kernel<<<dim3(bx, M), 256>>>((const bf16 *)X, col_scale, O, K);
+        LAUNCH_CHECK("scale_cols_kernel");
+        cuda_gemm_dw_f32(dY, O, dW, accumulate, M, N, K);
     }
-    /* the unfused way: the scaled input in a pass, then cuBLAS */
-    bf16 *O = (bf16 *)cuda_workspace((size_t)M * K * sizeof(bf16));
-    const int bx = cdiv(K, 256) < 64 ? cdiv(K, 256) : 64;
-    scale_cols_kernel<<<dim3(bx, M), 256>>>((const bf16 *)X, col_scale, O, K);
-    LAUNCH_CHECK("scale_cols_kernel");
-    cuda_gemm_dw_f32(dY, O, dW, M, N, K);
+    if (sq) cuda_sum_squares_to(dW, (size_t)N * K, sq);
 }

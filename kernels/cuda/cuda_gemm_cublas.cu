@@ -29,6 +29,6 @@ void cuda_gemm_dyw_f32(const void *dY, const void *W, float *dX, int M, int N, i
     gemm(CUBLAS_OP_N, CUBLAS_OP_N, K, M, N, W, K, dY, N, dX, CUDA_R_32F, K, 0.0f);
 }
 
-void cuda_gemm_dw_f32(const void *dY, const void *X, float *dW, int M, int N, int K) {
-    gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, X, K, dY, N, dW, CUDA_R_32F, K, 1.0f);
+void cuda_gemm_dw_f32(const void *dY, const void *X, float *dW, int accumulate, int M, int N, int K) {
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, K, N, M, X, K, dY, N, dW, CUDA_R_32F, K, accumulate ? 1.0f : 0.0f);
 }

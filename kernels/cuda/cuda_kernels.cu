@@ -32,7 +32,6 @@ extern "C" const Kernels kernels_cuda = {
     .gemm_dx = cuda_gemm_dx,
     .gemm_dw = cuda_gemm_dw,
     .attention_backward = cuda_attention_backward,
-    .rope_backward = cuda_rope_backward,
     .embed_backward = cuda_embed_backward,
 
     .sum_squares = cuda_sum_squares,

@@ -99,6 +99,6 @@ extern "C" void cuda_lm_head_train(const void *O, const void *W, const float *r,
         cap = need;
     }
     lm_head_rows(O, W, r, targets, dscale, loss, dZ, c, M, V, K);
-    cuda_gemm_dw(dZ, O, NULL, dW, M, V, K);
+    cuda_gemm_dw(dZ, O, NULL, dW, 1, NULL, M, V, K);
     cuda_gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, 0, M, V, K);
 }

@@ -37,7 +37,9 @@ void cuda_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, 
 void cuda_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
                                void *act, int M, int D, int F);
 void cuda_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K);
-void cuda_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K);
+void cuda_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate, double *sq,
+                  int M, int N, int K);
+/* the RoPE backward pass of the unfused attention_backward (kernels.h rope semantics: r * rope^T(dZ_in), c) */
 void cuda_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos,
                         const float *rope_sin, void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T);
 
@@ -50,8 +52,9 @@ void cuda_lm_head_train(const void *O, const void *W, const float *r, const int3
 
 /* cuda_attention_fwd.cu, cuda_attention_bwd.cu */
 void cuda_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
-void cuda_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, int B,
-                             int T, int Hq, int Hkv, int hd);
+void cuda_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
+                             const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
+                             int Hkv, int hd);
 
 /* cuda_embedding.cu */
 void cuda_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V);

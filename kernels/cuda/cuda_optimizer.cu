@@ -10,41 +10,57 @@
 #define SUMSQ_BLOCKS 1024
 #define SUMSQ_THREADS 512
 
-__global__ void __launch_bounds__(SUMSQ_THREADS) sum_squares_partial_kernel(const float *g, size_t n, bool vec,
-                                                                            double *partial) {
+/* partial[block] = sum over a grid-stride range of g^2 (SQUARE) or g, in double. */
+template <bool SQUARE>
+__global__ void __launch_bounds__(SUMSQ_THREADS) sum_partial_kernel(const float *g, size_t n, bool vec,
+                                                                    double *partial) {
     __shared__ double scratch[32];
     double acc = 0.0;
     const size_t stride = (size_t)gridDim.x * blockDim.x, first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+    auto term = [](float x) { return SQUARE ? (double)x * x : (double)x; };
     if (vec) {
         const float4 *g4 = reinterpret_cast<const float4 *>(g);
         for (size_t i = first; i < n / 4; i += stride) {
             const float4 v = g4[i];
-            acc += (double)v.x * v.x + (double)v.y * v.y + (double)v.z * v.z + (double)v.w * v.w;
+            acc += term(v.x) + term(v.y) + term(v.z) + term(v.w);
         }
-        for (size_t i = n / 4 * 4 + first; i < n; i += stride) acc += (double)g[i] * g[i];
+        for (size_t i = n / 4 * 4 + first; i < n; i += stride) acc += term(g[i]);
     } else {
-        for (size_t i = first; i < n; i += stride) acc += (double)g[i] * g[i];
+        for (size_t i = first; i < n; i += stride) acc += term(g[i]);
     }
     acc = block_sum(acc, scratch);
     if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-__global__ void __launch_bounds__(SUMSQ_BLOCKS) sum_partials_kernel(const double *partial, double *out) {
+__global__ void __launch_bounds__(SUMSQ_BLOCKS) sum_partials_kernel(const double *partial, int n, double *out) {
     __shared__ double scratch[32];
-    const double s = block_sum(partial[threadIdx.x], scratch);
+    const double s = block_sum(threadIdx.x < n ? partial[threadIdx.x] : 0.0, scratch);
     if (threadIdx.x == 0) *out = s;
 }
 
-extern "C" double cuda_sum_squares(const float *g, size_t n) {
-    static double *partial; /* SUMSQ_BLOCKS partials + the total */
-    if (!partial) partial = (double *)cuda_dev_alloc((SUMSQ_BLOCKS + 1) * sizeof(double));
-    sum_squares_partial_kernel<<<SUMSQ_BLOCKS, SUMSQ_THREADS>>>(g, n, (uintptr_t)g % 16 == 0, partial);
-    LAUNCH_CHECK("sum_squares_partial_kernel");
-    sum_partials_kernel<<<1, SUMSQ_BLOCKS>>>(partial, partial + SUMSQ_BLOCKS);
+/* blocks partials (at most SUMSQ_BLOCKS) in a scratch of this file, then their sum into *dst. */
+template <bool SQUARE>
+static void sum_to(const float *g, size_t n, double *dst, int blocks) {
+    static double *partial;
+    if (!partial) partial = (double *)cuda_dev_alloc(SUMSQ_BLOCKS * sizeof(double));
+    sum_partial_kernel<SQUARE><<<blocks, SUMSQ_THREADS>>>(g, n, (uintptr_t)g % 16 == 0, partial);
+    LAUNCH_CHECK("sum_partial_kernel");
+    sum_partials_kernel<<<1, SUMSQ_BLOCKS>>>(partial, blocks, dst);
     LAUNCH_CHECK("sum_partials_kernel");
-    double total = 0.0;
-    CUDA_CHECK(cudaMemcpy(&total, partial + SUMSQ_BLOCKS, sizeof(double), cudaMemcpyDeviceToHost));
-    return total;
+}
+
+void cuda_sum_squares_to(const float *g, size_t n, double *dst) { sum_to<true>(g, n, dst, SUMSQ_BLOCKS); }
+
+/* For partials (up to a few hundred thousand values): fewer blocks. */
+void cuda_sum_to(const float *x, size_t n, double *dst) { sum_to<false>(x, n, dst, 64); }
+
+extern "C" double cuda_sum_squares(const float *g, size_t n) {
+    static double *total;
+    if (!total) total = (double *)cuda_dev_alloc(sizeof(double));
+    cuda_sum_squares_to(g, n, total);
+    double host = 0.0;
+    CUDA_CHECK(cudaMemcpy(&host, total, sizeof(double), cudaMemcpyDeviceToHost));
+    return host;
 }
 
 typedef struct {

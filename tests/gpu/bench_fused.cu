@@ -5,7 +5,9 @@
  * back, so that the GPU never waits for the host's launches), and the table gives the median time per call over
  * the repetitions after warm-up, as a Markdown table; with --json FILE also a JSON list of
  * {"program", "M", "N", "K", "fused_ms", "bare_gemm_ms", "unfused_ms", "gpu", "date"} (N x K: the GEMM's output
- * and reduction sizes; the LM head rows count all three of its GEMMs as the bare time).
+ * and reduction sizes; the LM head rows count all three of its GEMMs as the bare time; the attention row, at
+ * T = 2048, times the attention backward with the RoPE backward in its stores against the attention backward alone
+ * and against it followed by the RoPE pass, its N x K the QKV and attention-output widths).
  *   build/tests/gpu/bench_fused [--rows M] [--reps N] [--json FILE] */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -143,6 +145,12 @@ int main(int argc, char **argv) {
     float *c_out = (float *)fused->alloc((size_t)M * 4);
     void *lm_bare = fused->alloc((size_t)M * V * 2); /* the bare LM head's logits, then its gradient operand */
     float *lm_dw = (float *)fused->alloc((size_t)V * D * 4);
+    double *sq = (double *)fused->alloc(sizeof(double));
+    /* attention: qkv as the forward made it (y and lse from a forward over random qkv) */
+    void *qkv = dev_bf16_rand((size_t)M * Nqkv, 0.0, 1.0), *y_att = fused->alloc((size_t)M * Hq * hd * 2);
+    void *dqkv_o = fused->alloc((size_t)M * Nqkv * 2);
+    float *lse = (float *)fused->alloc((size_t)M * Hq * 4);
+    if (M % T == 0) fused->attention_forward(qkv, y_att, lse, M / T, T, Hq, Hkv, hd);
     const ge_sched A = GE_SCHED_AUTO;
 
     bench("QKV + RoPE", Nqkv, D,
@@ -184,12 +192,36 @@ int main(int argc, char **argv) {
           [&] { fused->gemm_norm_backward(dqkv, Wqkv, gamma, r, c, x, dres, dgamma, 1, M, Nqkv, D); },
           [&] { ge_gemm_bf16(GE_AB, dqkv, Wqkv, bare_out, M, D, Nqkv, A, 0); },
           [&] { unfused->gemm_norm_backward(dqkv, Wqkv, gamma, r, c, x, dres, dgamma, 1, M, Nqkv, D); });
-    bench("dWgateup += (dZgu^T h) * gamma", 2 * F, D, [&] { fused->gemm_dw(dZ, x, gamma, dWgu, M, 2 * F, D); },
-          [&] { ge_gemm_f32(GE_ATB, dZ, x, bare_f32, 1, 2 * F, D, M, A, 0); },
-          [&] { unfused->gemm_dw(dZ, x, gamma, dWgu, M, 2 * F, D); });
-    bench("dWqkv += (dqkv^T x) * gamma", Nqkv, D, [&] { fused->gemm_dw(dqkv, x, gamma, dWqkv, M, Nqkv, D); },
-          [&] { ge_gemm_f32(GE_ATB, dqkv, x, bare_f32, 1, Nqkv, D, M, A, 0); },
-          [&] { unfused->gemm_dw(dqkv, x, gamma, dWqkv, M, Nqkv, D); });
+    /* the weight gradients as one micro-batch's step runs them: written, with their sums of squares */
+    bench("dWgateup = (dZgu^T h) * gamma, + its sum of squares", 2 * F, D,
+          [&] { fused->gemm_dw(dZ, x, gamma, dWgu, 0, sq, M, 2 * F, D); },
+          [&] { ge_gemm_f32(GE_ATB, dZ, x, bare_f32, 0, 2 * F, D, M, A, 0); },
+          [&] { unfused->gemm_dw(dZ, x, gamma, dWgu, 0, sq, M, 2 * F, D); });
+    bench("dWqkv = (dqkv^T x) * gamma, + its sum of squares", Nqkv, D,
+          [&] { fused->gemm_dw(dqkv, x, gamma, dWqkv, 0, sq, M, Nqkv, D); },
+          [&] { ge_gemm_f32(GE_ATB, dqkv, x, bare_f32, 0, Nqkv, D, M, A, 0); },
+          [&] { unfused->gemm_dw(dqkv, x, gamma, dWqkv, 0, sq, M, Nqkv, D); });
+    bench("dWdown = dres^T act, + its sum of squares", D, F,
+          [&] { fused->gemm_dw(dres, act, NULL, dWgu, 0, sq, M, D, F); },
+          [&] { ge_gemm_f32(GE_ATB, dres, act, bare_f32, 0, D, F, M, A, 0); },
+          [&] { unfused->gemm_dw(dres, act, NULL, dWgu, 0, sq, M, D, F); });
+    /* not a GEMM: the attention backward with the RoPE backward in its stores, against the plain attention backward
+     * ("bare") and against it followed by the RoPE backward pass (unfused); dy = y (any values do) */
+    const int Bt = M / T;
+    if (M % T == 0)
+        bench("attention backward + RoPE backward", Nqkv, Hq * hd,
+              [&] {
+                  fused->attention_backward(qkv, y_att, lse, y_att, r, rope_cos, rope_sin, dqkv_o, c_out, Bt, T, Hq,
+                                            Hkv, hd);
+              },
+              [&] {
+                  fused->attention_backward(qkv, y_att, lse, y_att, NULL, NULL, NULL, dqkv_o, NULL, Bt, T, Hq, Hkv,
+                                            hd);
+              },
+              [&] {
+                  unfused->attention_backward(qkv, y_att, lse, y_att, r, rope_cos, rope_sin, dqkv_o, c_out, Bt, T,
+                                              Hq, Hkv, hd);
+              });
     CK(cudaDeviceSynchronize());
 
     if (json) {

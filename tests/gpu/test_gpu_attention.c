@@ -45,11 +45,11 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
 
     for (size_t i = 0; i < n_y; i++) y[i] = bf16_round(y[i]);
     float *dqkv = nan_f(n_qkv);
-    kc->attention_backward(qkv, y, lse, dy, dqkv, B, T, Hq, Hkv, hd);
+    kc->attention_backward(qkv, y, lse, dy, NULL, NULL, NULL, dqkv, NULL, B, T, Hq, Hkv, hd);
     void *gy_in = dev_act(y, n_y), *gdy = dev_act(dy, n_y), *gd1 = dev_act_nan(n_qkv), *gd2 = dev_act_nan(n_qkv);
     float *glse_in = dev_f32(lse, n_lse);
-    kg->attention_backward(gqkv, gy_in, glse_in, gdy, gd1, B, T, Hq, Hkv, hd);
-    kg->attention_backward(gqkv, gy_in, glse_in, gdy, gd2, B, T, Hq, Hkv, hd);
+    kg->attention_backward(gqkv, gy_in, glse_in, gdy, NULL, NULL, NULL, gd1, NULL, B, T, Hq, Hkv, hd);
+    kg->attention_backward(gqkv, gy_in, glse_in, gdy, NULL, NULL, NULL, gd2, NULL, B, T, Hq, Hkv, hd);
     float *d1 = get_act(gd1, n_qkv);
     static const char *part[3] = {"dQ", "dK", "dV"};
     const int c0[3] = {0, Hq * hd, (Hq + Hkv) * hd}, w[3] = {Hq * hd, Hkv * hd, Hkv * hd};

@@ -10,7 +10,9 @@
  *                  rounding errors average out;
  *   LOSS_TOL 3e-3  the cross-entropy from bf16 logits (as PyTorch's bf16 autocast computes it): each logit z carries
  *                  an error up to |z| 2^-9, so for logits of size ~10 the loss moves by ~1e-3 of itself;
- *   F32_TOL  1e-5  fp32 outputs of exact bf16 products accumulated in fp32 (dW, G-derived dgamma, Y, dE, AdamW).
+ *   F32_TOL  1e-5  fp32 outputs of exact bf16 products accumulated in fp32 (dW, G-derived dgamma, Y, dE, AdamW);
+ *   ATT_TOL  1e-2  the attention gradient and what is made from it (P and dS are rounded to bf16 as tensor-core
+ *                  operands; test_gpu_attention's tolerance).
  * Also: the ops that reduce (dgamma, dW, dE, c, sum_squares) give the same bits when run twice; the SwiGLU
  * backward's act is bitwise the forward's; the LM head's loss has the same bits in training and evaluation, also
  * when its second pass (a target far below the best logit) runs, which the fused table is checked to take. */
@@ -21,6 +23,7 @@
 #define STAT_TOL 1e-3
 #define LOSS_TOL 3e-3
 #define F32_TOL 1e-5
+#define ATT_TOL 1e-2
 
 static void test_memory(void) {
     CHECK(kg->act_bytes == 2 && strcmp(kg->name, "cuda") == 0 && kg->detail, "memory: name cuda, act_bytes 2 (%s)",
@@ -249,46 +252,62 @@ static void test_gemm_dx_dw(int M, int N, int K) {
     snprintf(what, sizeof what, "gemm_dx %dx%dx%d: dX", M, N, K);
     check_rel(what, get_act(gdX, (size_t)M * K), dX, (size_t)M * K, BF16_TOL);
     float *gscale = dev_f32(scale, K);
-    for (int scaled = 0; scaled <= 1; scaled++) {
-        float *dW = copy_f(dW0, (size_t)N * K);
-        kc->gemm_dw(dY, X, scaled ? scale : NULL, dW, M, N, K);
-        float *gdW = dev_f32(dW0, (size_t)N * K), *gdW2 = dev_f32(dW0, (size_t)N * K);
-        kg->gemm_dw(gdY, gX, scaled ? gscale : NULL, gdW, M, N, K);
-        kg->gemm_dw(gdY, gX, scaled ? gscale : NULL, gdW2, M, N, K);
-        /* with a column scale the unfused path (and the fused table's fallback for K or N not a multiple of 8)
-         * multiplies X by it in bf16 first (its O), one rounding more */
-        const int unfused_path = kg == &kernels_cuda || K % 8 || N % 8;
-        snprintf(what, sizeof what, "gemm_dw %dx%dx%d: dW += (dY^T X)%s (pre-filled, fp32)", M, N, K,
-                 scaled ? " * col_scale" : "");
-        float *w1 = get_f32(gdW, (size_t)N * K);
-        check_rel(what, w1, dW, (size_t)N * K, scaled && unfused_path ? BF16_TOL : F32_TOL);
-        CHECK(memcmp(w1, get_f32(gdW2, (size_t)N * K), (size_t)N * K * sizeof(float)) == 0,
-              "gemm_dw %dx%dx%d%s: same bits twice", M, N, K, scaled ? " with a column scale" : "");
-    }
+    double *gsq = (double *)dalloc(2 * sizeof(double));
+    for (int scaled = 0; scaled <= 1; scaled++)
+        for (int acc = 0; acc <= 1; acc++) { /* += on a pre-filled dW; = on a NaN-filled one (nothing read) */
+            float *dW = acc ? copy_f(dW0, (size_t)N * K) : nan_f((size_t)N * K);
+            kc->gemm_dw(dY, X, scaled ? scale : NULL, dW, acc, NULL, M, N, K);
+            float *gdW = acc ? dev_f32(dW0, (size_t)N * K) : dev_f32_nan((size_t)N * K);
+            float *gdW2 = acc ? dev_f32(dW0, (size_t)N * K) : dev_f32_nan((size_t)N * K);
+            kg->gemm_dw(gdY, gX, scaled ? gscale : NULL, gdW, acc, gsq, M, N, K);
+            kg->gemm_dw(gdY, gX, scaled ? gscale : NULL, gdW2, acc, gsq + 1, M, N, K);
+            /* with a column scale the unfused path (and the fused table's fallback for K or N not a multiple of 8)
+             * multiplies X by it in bf16 first (its O), one rounding more */
+            const int unfused_path = kg == &kernels_cuda || K % 8 || N % 8;
+            snprintf(what, sizeof what, "gemm_dw %dx%dx%d: dW %s (dY^T X)%s (fp32)", M, N, K,
+                     acc ? "+= (pre-filled)" : "= (NaN-filled)", scaled ? " * col_scale" : "");
+            float *w1 = get_f32(gdW, (size_t)N * K);
+            check_rel(what, w1, dW, (size_t)N * K, scaled && unfused_path ? BF16_TOL : F32_TOL);
+            CHECK(memcmp(w1, get_f32(gdW2, (size_t)N * K), (size_t)N * K * sizeof(float)) == 0,
+                  "%s: same bits twice", what);
+            /* the sum of squares that global-norm clipping takes, against a separate sum of what was stored */
+            double sq[2], ref = 0.0;
+            kg->copy_to_host(sq, gsq, sizeof sq);
+            for (size_t i = 0; i < (size_t)N * K; i++) ref += (double)w1[i] * w1[i];
+            CHECK(fabs(sq[0] - ref) <= 1e-6 * ref && memcmp(&sq[0], &sq[1], sizeof(double)) == 0,
+                  "%s: sq %.9e against the sum of squares of dW %.9e (rel %.1e, tol 1e-6), same bits twice", what,
+                  sq[0], ref, fabs(sq[0] - ref) / ref);
+        }
     gpu_free_all();
 }
 
-static void test_rope_backward(int M, int T, int Hq, int Hkv, int hd) {
-    const int N = (Hq + 2 * Hkv) * hd, n_rope = (Hq + Hkv) * hd;
-    const size_t n = (size_t)M * N;
+/* attention_backward with r (the QKV projection's RoPE and row-scale backward over the attention gradient; the fused
+ * table does it in the attention kernels' stores, the unfused one as a pass after them): dqkv per part and c. */
+static void test_attention_rope_backward(int B, int T, int Hq, int Hkv, int hd) {
+    const int M = B * T, N = (Hq + 2 * Hkv) * hd;
+    const size_t n = (size_t)M * N, n_y = (size_t)M * Hq * hd, n_lse = (size_t)B * Hq * T;
     float *cs, *sn;
     rope_tables(T, hd, &cs, &sn);
-    const float *Z = rand_bf(n, 0.0, 1.0), *dZin = rand_bf(n, 0.0, 1.0), *r = rand_f(M, 1.0, 0.5);
-    float *dZout = nan_f(n), *c = nan_f(M);
-    kc->rope_backward(Z, dZin, r, cs, sn, dZout, c, M, N, n_rope, hd, T);
-    void *gZ = dev_act(Z, n), *gin = dev_act(dZin, n), *gout = dev_act_nan(n);
-    float *gr = dev_f32(r, M), *gcs = dev_f32(cs, (size_t)T * hd / 2), *gsn = dev_f32(sn, (size_t)T * hd / 2);
-    float *gc = dev_f32_nan(M), *gc2 = dev_f32_nan(M);
-    kg->rope_backward(gZ, gin, gr, gcs, gsn, gout, gc, M, N, n_rope, hd, T);
-    char what[128];
-    snprintf(what, sizeof what, "rope_backward M=%d T=%d Hq=%d Hkv=%d hd=%d: dZ_out", M, T, Hq, Hkv, hd);
-    float *out1 = get_act(gout, n), *c1 = get_f32(gc, M);
-    check_rel(what, out1, dZout, n, BF16_TOL);
-    snprintf(what, sizeof what, "rope_backward M=%d hd=%d: c = <Z, dZ_in> (fp32)", M, hd);
-    check_rel(what, c1, c, M, F32_TOL * 10);
-    kg->rope_backward(gZ, gin, gr, gcs, gsn, gin, gc2, M, N, n_rope, hd, T); /* in place */
-    CHECK(memcmp(out1, get_act(gin, n), n * sizeof(float)) == 0 && memcmp(c1, get_f32(gc2, M), M * sizeof(float)) == 0,
-          "rope_backward M=%d hd=%d: in place (dZ_out == dZ_in) gives the same bits", M, hd);
+    const float *qkv = rand_bf(n, 0.0, 2.0), *dy = rand_bf(n_y, 0.0, 1.0), *r = rand_f(M, 1.0, 0.5);
+    float *y = nan_f(n_y), *lse = nan_f(n_lse), *dqkv = nan_f(n), *c = nan_f(M);
+    kc->attention_forward(qkv, y, lse, B, T, Hq, Hkv, hd);
+    for (size_t i = 0; i < n_y; i++) y[i] = bf16_round(y[i]);
+    kc->attention_backward(qkv, y, lse, dy, r, cs, sn, dqkv, c, B, T, Hq, Hkv, hd);
+    void *gqkv = dev_act(qkv, n), *gy = dev_act(y, n_y), *gdy = dev_act(dy, n_y);
+    void *g1 = dev_act_nan(n), *g2 = dev_act_nan(n);
+    float *glse = dev_f32(lse, n_lse), *gr = dev_f32(r, M), *gcs = dev_f32(cs, (size_t)T * hd / 2);
+    float *gsn = dev_f32(sn, (size_t)T * hd / 2), *gc1 = dev_f32_nan(M), *gc2 = dev_f32_nan(M);
+    kg->attention_backward(gqkv, gy, glse, gdy, gr, gcs, gsn, g1, gc1, B, T, Hq, Hkv, hd);
+    kg->attention_backward(gqkv, gy, glse, gdy, gr, gcs, gsn, g2, gc2, B, T, Hq, Hkv, hd);
+    char what[160];
+    float *d1 = get_act(g1, n), *c1 = get_f32(gc1, M);
+    snprintf(what, sizeof what, "attention_backward with RoPE B=%d T=%d Hq=%d Hkv=%d hd=%d: dqkv = r rope^T(G)", B, T,
+             Hq, Hkv, hd);
+    check_rel(what, d1, dqkv, n, ATT_TOL);
+    snprintf(what, sizeof what, "attention_backward with RoPE T=%d hd=%d: c = <qkv, G>", T, hd);
+    check_rel(what, c1, c, M, ATT_TOL);
+    CHECK(memcmp(d1, get_act(g2, n), n * sizeof(float)) == 0 && memcmp(c1, get_f32(gc2, M), M * sizeof(float)) == 0,
+          "attention_backward with RoPE T=%d hd=%d: same bits twice", T, hd);
     gpu_free_all();
 }
 
@@ -379,8 +398,9 @@ static void test_table(int quick) {
     test_gemm_dx_dw(200, 136, 72);
     if (!quick) test_gemm_dx_dw(256, 512, 384);
     test_gemm_dx_dw(512, 3072, 2048);
-    test_rope_backward(37, 17, 4, 2, 16);
-    test_rope_backward(130, 64, 4, 1, 64);
+    test_attention_rope_backward(2, 17, 4, 2, 32);
+    test_attention_rope_backward(1, 130, 4, 1, 64);
+    test_attention_rope_backward(2, 77, 8, 2, 128);
     test_embed_backward(37, 77, 11);
     if (!quick) test_embed_backward(4096, 256, 300);
     if (!quick) test_sum_squares(100003, 0);

@@ -1,7 +1,8 @@
 /* fused_backward.cu: the backward ops of the fused table: the data-gradient GEMMs with the RMSNorm backward or the
  * SwiGLU backward in their epilogues (then a tiny kernel that sums the column or row partials), the plain
- * data-gradient GEMM, and the weight-gradient GEMMs (fp32, added in L2; with a column scale where the forward's
- * input was O = x * gamma). A shape the engine cannot take runs the unfused op (fused_ops.h). */
+ * data-gradient GEMM, and the weight-gradient GEMMs (fp32, written or added in L2; with a column scale where the
+ * forward's input was O = x * gamma; when written, with the sum of squares for global-norm clipping). A shape the
+ * engine cannot take runs the unfused op (fused_ops.h). */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/fused/fused_ops.h"
@@ -112,26 +113,44 @@ extern "C" void cudaf_gemm_dx(const void *dY, const void *W, void *dX, int M, in
     ge_gemm_bf16(GE_AB, dY, W, dX, M, K, N, GE_SCHED_AUTO, 0); /* [M, N] . [N, K] */
 }
 
-/* dW [N, K] += ([M, N]^T . [M, K]) * col_scale on 128 x BN tiles, schedule SCHED. */
-template <int BN, int SCHED>
-static void dw_col_scale_run(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K) {
-    const typename FusedDwColScale<BN>::Params p = {{ge_out_as<GeOut<float, 32, true>>(dW, N, K, K)}, col_scale};
-    ge_run<FusedDwColScale<BN>, GE_ATB, BN, SCHED>(dY, N, X, K, N, K, M, p, 0);
+/* dW [N, K] (+)= ([M, N]^T . [M, K]) * col_scale on 128 x BN tiles, schedule SCHED; part: FusedDw's. */
+template <int BN, int SCHED, bool ACC>
+static void dw_run(const void *dY, const void *X, const float *col_scale, float *dW, float *part, int M, int N, int K) {
+    typename FusedDw<BN, ACC>::Params p = {};
+    if constexpr (ACC)
+        p.out.head = ge_out_as<GeOut<float, 32, true>>(dW, N, K, K);
+    else
+        p.out.head = ge_out(dW, N, K, K);
+    p.scale = col_scale;
+    p.part = part;
+    p.ldpart = ge_row_parts(K);
+    ge_run<FusedDw<BN, ACC>, GE_ATB, BN, SCHED>(dY, N, X, K, N, K, M, p, 0);
 }
 
-extern "C" void cudaf_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K) {
-    if (N % 8 || K % 8) {
-        cuda_gemm_dw(dY, X, col_scale, dW, M, N, K);
-        return;
-    }
-    if (!col_scale) {
-        ge_gemm_f32(GE_ATB, dY, X, dW, 1, N, K, M, GE_SCHED_AUTO, 0); /* [M, N]^T . [M, K] */
-        return;
-    }
-    if (M <= 0 || N <= 0) return;
+template <bool ACC>
+static void dw_sched(const void *dY, const void *X, const float *col_scale, float *dW, float *part, int M, int N,
+                     int K) {
     switch (ge_pick(GE_PLAIN, N, K, M)) {
-    case GE_SCHED_PP128: dw_col_scale_run<128, GE_PINGPONG>(dY, X, col_scale, dW, M, N, K); break;
-    case GE_SCHED_COOP128: dw_col_scale_run<128, GE_COOP>(dY, X, col_scale, dW, M, N, K); break;
-    default: dw_col_scale_run<256, GE_COOP>(dY, X, col_scale, dW, M, N, K);
+    case GE_SCHED_PP128: dw_run<128, GE_PINGPONG, ACC>(dY, X, col_scale, dW, part, M, N, K); break;
+    case GE_SCHED_COOP128: dw_run<128, GE_COOP, ACC>(dY, X, col_scale, dW, part, M, N, K); break;
+    default: dw_run<256, GE_COOP, ACC>(dY, X, col_scale, dW, part, M, N, K);
     }
+}
+
+/* Overwriting, the sum of squares comes from the epilogue's row partials; accumulating, from a pass over dW. */
+extern "C" void cudaf_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate,
+                              double *sq, int M, int N, int K) {
+    if (N % 8 || K % 8 || M <= 0 || N <= 0 || K <= 0) {
+        cuda_gemm_dw(dY, X, col_scale, dW, accumulate, sq, M, N, K);
+        return;
+    }
+    if (accumulate) {
+        dw_sched<true>(dY, X, col_scale, dW, NULL, M, N, K);
+        if (sq) cuda_sum_squares_to(dW, (size_t)N * K, sq);
+        return;
+    }
+    const size_t nparts = (size_t)N * ge_row_parts(K);
+    float *part = sq ? (float *)cuda_workspace(nparts * sizeof(float)) : NULL;
+    dw_sched<false>(dY, X, col_scale, dW, part, M, N, K);
+    if (sq) cuda_sum_to(part, nparts, sq);
 }

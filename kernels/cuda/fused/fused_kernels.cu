@@ -1,6 +1,7 @@
 /* fused_kernels.cu: the fused CUDA operation table (--fusion on, the default on a GPU): the unfused table
- * (kernels_cuda) with every GEMM operation replaced by its CODA epilogue program (fused_ops.h). The first layer's
- * norm, attention, the embedding, the RoPE backward, memory and the optimizer are the unfused table's kernels
+ * (kernels_cuda) with every GEMM operation replaced by its CODA epilogue program (fused_ops.h) and the attention
+ * backward carrying the RoPE backward in its stores. The first layer's norm, the attention forward, the embedding,
+ * memory and the optimizer are the unfused table's kernels
  * (docs/DESIGN.md, "Fused step"). */
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/fused/fused_ops.h"
@@ -20,6 +21,7 @@ static Kernels fused_table(void) {
     k.gemm_swiglu_backward = cudaf_gemm_swiglu_backward;
     k.gemm_dx = cudaf_gemm_dx;
     k.gemm_dw = cudaf_gemm_dw;
+    k.attention_backward = cudaf_attention_backward;
     return k;
 }
 

@@ -29,12 +29,18 @@ void cudaf_gemm_norm_backward(const void *dZ, const void *W, const float *gamma,
 void cudaf_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
                                 void *act, int M, int D, int F);
 void cudaf_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K);
-void cudaf_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int M, int N, int K);
+void cudaf_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate, double *sq,
+                   int M, int N, int K);
 /* gemm_norm_backward's fused path with dZ's row stride ldz and the dgamma partials' scratch part [ceil(M/128), K];
  * with target != NULL the LM head's (dZ its E, with the row factors s, a: see FusedNormBwd; dres written). */
 void fused_norm_backward(const void *dZ, long ldz, const void *W, const float *gamma, const float *r, const float *c,
                          const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K, float *part,
                          const float *s, const float *a, const int32_t *target);
+
+/* cuda_attention_bwd.cu: the attention kernels with the RoPE backward and c in their stores */
+void cudaf_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
+                              const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
+                              int Hkv, int hd);
 
 /* fused_lm_head.cu */
 void cudaf_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M,

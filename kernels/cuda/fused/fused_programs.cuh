@@ -279,22 +279,43 @@ struct FusedSwiGLUBwd : GeProgram<GeOut<bf16>> {
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { c.store(p.part, p.ldpart, t); }
 };
 
-/* Weight gradient with a column scale: dW += acc * scale[col] (fp32, the add in L2). With the forward's input
- * x and scale = gamma, this is the gradient of a weight whose input was O = x * gamma. */
-template <int BN>
-struct FusedDwColScale : GeProgram<GeOut<float, 32, true>> {
+/* Weight gradient: dW = acc * scale[col] (ACC: dW += that, the add in L2 by TMA); scale NULL: 1. With the forward's
+ * input x and scale = gamma, this is the gradient of a weight whose input was O = x * gamma. When it overwrites and
+ * part is set, also part[row, slice] = the sum over the 128-column slice of dW^2 as stored (the tensor's share of
+ * global-norm clipping, summed by the caller). */
+template <int BN, bool ACC>
+struct FusedDw : GeProgram<GeOut<float, 32, ACC>> {
     static constexpr int kVecFloats = BN;
     struct Params {
-        Out out; /* dW */
+        typename FusedDw::Out out; /* dW */
         const float *scale;
+        float *part; /* [N, ldpart] or NULL (!ACC only) */
+        long ldpart;
     };
     GeColStage<BN> scale;
-    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) { scale.fetch(p.scale, t); }
-    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) { scale.publish(t); }
+    GeRowPartial<GeSum> sq;
+    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
+        if (p.scale) scale.fetch(p.scale, t);
+    }
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
+        if (p.scale) scale.publish(t);
+        sq.reset();
+    }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-        const float2 s = scale.get(t, col);
-        float2 w[2] = {ge_mul(v[0], s), ge_mul(v[1], s)};
+        float2 w[2] = {v[0], v[1]};
+        if (p.scale) {
+            const float2 s = scale.get(t, col);
+            w[0] = ge_mul(w[0], s);
+            w[1] = ge_mul(w[1], s);
+        }
         ge_put<0>(p.out, t, col, w);
+        if (!ACC && p.part) {
+            sq.add(t, 0, col, ge_mul(w[0], w[0]));
+            sq.add(t, 1, col, ge_mul(w[1], w[1]));
+        }
+    }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
+        if (!ACC && p.part) sq.store(p.part, p.ldpart, t);
     }
 };
 
