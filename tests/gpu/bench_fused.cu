@@ -8,7 +8,7 @@
  * and reduction sizes; the LM head rows count all three of its GEMMs as the bare time; the attention row, at
  * T = 2048, times the attention backward with the RoPE backward in its stores against the attention backward alone
  * and against it followed by the RoPE pass, its N x K the QKV and attention-output widths).
- *   build/tests/gpu/bench_fused [--rows M] [--reps N] [--json FILE] */
+ *   build/tests/gpu/bench_fused [--rows M] [--reps N] [--json FILE] [--only TEXT: the rows whose name has it] */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,10 +56,12 @@ struct Row {
 };
 static std::vector<Row> rows;
 static int reps = 20, warm = 3, M = 8192;
+static const char *only = NULL; /* --only: the rows whose name contains it */
 
 /* Times the three in turns; records the medians. */
 static void bench(const char *program, int N, int K, std::function<void()> f, std::function<void()> bare,
                   std::function<void()> unf, int calls = 5) {
+    if (only && !strstr(program, only)) return;
     cudaEvent_t e[4];
     for (auto &x : e) CK(cudaEventCreate(&x));
     std::vector<double> tf, tb, tu;
@@ -96,8 +98,9 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc) M = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
+        else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--rows M] [--reps N] [--json FILE]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--rows M] [--reps N] [--json FILE] [--only TEXT]\n", argv[0]);
             return 2;
         }
     }

@@ -467,19 +467,18 @@ struct POuts : GeProgram<GeOut<bf16>, GeOut<float>, GeOut<bf16, 16>> {
     }
 };
 
-/* Primitive 3 (an input tile by TMA, GeTileInTma, and an output written in place of it): Y = X + acc, X and Y
- * [M, N] bf16; with W = 2 X and Y are [M, 2N], a pair of columns per output column c (SwiGLU's interleaved gate
- * and up): Y[., 2c] = X[., 2c] + acc[., c], Y[., 2c + 1] = X[., 2c + 1] - acc[., c]. BLOCKS = 2: the consumer's
- * row blocks loaded before its main loop (ping-pong, as K_res); BLOCKS = 1: one slot per k-block during it
- * (cooperative, load_spread). Y is stored from the input's slots; the program has no GeOut staging. */
-template <int BN, int BLOCKS, int W>
+/* Primitive 3, input tiles. By TMA (GeTileInTma), an output written in place of it: Y = X + acc, X and Y [M, N]
+ * bf16. BLOCKS = 2: the consumer's row blocks loaded before its main loop (ping-pong, as K_res); BLOCKS = 1: one
+ * slot per k-block during it (cooperative, load_spread). Y is stored from the input's slots; the program has no
+ * GeOut staging. */
+template <int BN, int BLOCKS>
 struct PInTma : GeProgram<> {
-    static constexpr int kInUnits = GeTileInTma<BN, BLOCKS, W>::kUnits;
+    static constexpr int kInUnits = GeTileInTma<BN, BLOCKS>::kUnits;
     struct Params {
         Out out; /* none */
         GeOut<bf16> X, Y;
     };
-    GeTileInTma<BN, BLOCKS, W> in;
+    GeTileInTma<BN, BLOCKS> in;
     __device__ void prefetch(const Params &p, const GeTile &t) {
         if (BLOCKS > 1) in.load(p.X, t);
     }
@@ -488,24 +487,42 @@ struct PInTma : GeProgram<> {
     }
     __device__ void frag(const Params &, const GeTile &t, int, float2 (&v)[2]) {
         in.wait(t);
-        if constexpr (W == 1) {
-            float2 x[2];
-            in.get(t, x);
+        float2 x[2];
+        in.get(t, x);
 #pragma unroll
-            for (int h = 0; h < 2; h++) x[h] = ge_add(x[h], v[h]);
-            in.put(t, x);
-        } else {
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                float2 q[2]; /* q[i]: the input pair of output column col + i */
-                in.get2(t, h, q);
-                q[0] = make_float2(q[0].x + v[h].x, q[0].y - v[h].x);
-                q[1] = make_float2(q[1].x + v[h].y, q[1].y - v[h].y);
-                in.put2(t, h, q);
-            }
-        }
+        for (int h = 0; h < 2; h++) x[h] = ge_add(x[h], v[h]);
+        in.put(t, x);
     }
     __device__ void flush(const Params &p, const GeTile &t) { in.flush_out(p.Y, t); }
+};
+
+/* Into registers, twice as wide as the output (GeTileIn with W = 2 after ge_prefetch_tile_spread, as the SwiGLU
+ * backward reads Z), and stored straight from registers (ge_store_wide): X and Y [M, 2N], a pair of columns per
+ * output column c: Y[., 2c] = X[., 2c] + acc[., c], Y[., 2c + 1] = X[., 2c + 1] - acc[., c]. */
+template <int BN>
+struct PInWide : GeProgram<> {
+    struct Params {
+        Out out; /* none */
+        const bf16 *X;
+        bf16 *Y;
+        long ld;
+    };
+    GeTileIn<BN, 8, 4, 2> in;
+    __device__ void during(const Params &p, const GeTile &t, int kb, int nk) {
+        ge_prefetch_tile_spread<2>(p.X, p.ld, t, BN, kb, nk);
+    }
+    __device__ void begin(const Params &p, const GeTile &t) { in.start(p.X, p.ld, t); }
+    __device__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            float2 q[2]; /* q[e]: the input pair of output column col + e */
+            in.get2(t, h, q);
+            q[0] = make_float2(q[0].x + v[h].x, q[0].y - v[h].x);
+            q[1] = make_float2(q[1].x + v[h].y, q[1].y - v[h].y);
+            ge_store_wide(p.Y, p.ld, t, h, col, q);
+        }
+        in.advance(t);
+    }
 };
 
 template <class P>
@@ -732,26 +749,36 @@ static void test_outputs(int M, int N, int K) {
     dev_free(dY), dev_free(dY2), dev_free(dH);
 }
 
-/* PInTma on one configuration: Y against fp64 of X + acc (W = 2: X + acc, X - acc) on the sampled rows. */
-template <int BN, int SCHED, int BLOCKS, int W>
-static void in_tma_case(const AbtCase &c, int M, int N, int K) {
-    using P = PInTma<BN, BLOCKS, W>;
+/* An input-tile program on one configuration: Y against fp64 of X + acc (W = 2: X + acc, X - acc) on the sampled
+ * rows; ld: the row stride of X and Y (W = 2: odd strides leave the 8-byte loads and stores misaligned). */
+template <class P, int BN, int SCHED, int W>
+static void in_tile_case(const AbtCase &c, int M, int N, int K, long ld, const char *how) {
     const int NX = W * N;
-    const size_t nx = (size_t)M * NX;
+    const size_t nx = (size_t)M * ld;
     float *X = rand_host(nx, 0, 4, 1);
     void *dX = dev_bf16(X, nx), *dY = dev_alloc(nx * 2);
     poison(dY, nx * 2);
     typename P::Params p = {};
-    p.X = ge_out((bf16 *)dX, M, NX, NX);
-    p.Y = ge_out((bf16 *)dY, M, NX, NX);
+    bool tma = true;
+    if constexpr (W == 1) {
+        p.X = ge_out((bf16 *)dX, M, NX, ld);
+        p.Y = ge_out((bf16 *)dY, M, NX, ld);
+        tma = p.X.tma && p.Y.tma;
+    } else {
+        p.X = (const bf16 *)dX;
+        p.Y = (bf16 *)dY;
+        p.ld = ld;
+    }
     ge_run<P, GE_ABT, BN, SCHED>(c.dA, K, c.dB, K, M, N, K, p, 0);
     CK(cudaDeviceSynchronize());
     float *Y = get_bf16(dY, nx);
-    double *ref = (double *)malloc((size_t)c.nr * NX * sizeof(double));
+    double *ref = (double *)calloc((size_t)c.nr * NX, sizeof(double));
+    float *Yrows = (float *)malloc((size_t)M * NX * sizeof(float)); /* Y without the stride's padding */
+    for (int m = 0; m < M; m++) memcpy(Yrows + (size_t)m * NX, Y + (size_t)m * ld, NX * sizeof(float));
     for (int i = 0; i < c.nr; i++)
         for (int n = 0; n < N; n++) {
             const double a = c.acc[(size_t)i * N + n];
-            const float *x = X + (size_t)c.rows[i] * NX;
+            const float *x = X + (size_t)c.rows[i] * ld;
             double *r = ref + (size_t)i * NX;
             if (W == 1) {
                 r[n] = x[n] + a;
@@ -760,23 +787,23 @@ static void in_tma_case(const AbtCase &c, int M, int N, int K) {
                 r[2 * n + 1] = x[2 * n + 1] - a;
             }
         }
-    const double e = rel_err_rows(Y, ref, c.rows, c.nr, NX);
-    CHECK(p.X.tma && p.Y.tma && all_finite(Y, nx) && guards_intact(dY, nx * 2) && e < 5e-3,
-          "primitive input tile by TMA %d x %d x %d (%s, %s, input %s): Y = %s written in place of X's tile, "
-          "rel err %.2e; every element written, guards intact", M, N, K,
+    const double e = rel_err_rows(Yrows, ref, c.rows, c.nr, NX);
+    CHECK(tma && all_finite(Yrows, (size_t)M * NX) && guards_intact(dY, nx * 2) && e < 5e-3,
+          "primitive input tile %d x %d x %d (%s, %s, row stride %ld): Y = %s, rel err %.2e; every element written, "
+          "guards intact", M, N, K,
           SCHED == GE_PINGPONG ? "ping-pong 128x128" : BN == 256 ? "cooperative 128x256" : "cooperative 128x128",
-          BLOCKS > 1 ? "loaded before the main loop" : "loaded during it", W == 1 ? "as wide as the output" :
-          "twice as wide", W == 1 ? "X + acc" : "(X + acc, X' - acc)", e);
-    free(X), free(Y), free(ref);
+          how, ld, W == 1 ? "X + acc" : "(X + acc, X' - acc)", e);
+    free(X), free(Y), free(Yrows), free(ref);
     dev_free(dX), dev_free(dY);
 }
 
-static void test_in_tma(int M, int N, int K) {
+static void test_in_tile(int M, int N, int K) {
     const AbtCase c(M, N, K);
-    in_tma_case<128, GE_PINGPONG, 2, 1>(c, M, N, K);
-    in_tma_case<256, GE_COOP, 1, 1>(c, M, N, K);
-    in_tma_case<128, GE_PINGPONG, 2, 2>(c, M, N, K);
-    in_tma_case<256, GE_COOP, 1, 2>(c, M, N, K);
+    in_tile_case<PInTma<128, 2>, 128, GE_PINGPONG, 1>(c, M, N, K, N, "by TMA before the main loop, Y in place");
+    in_tile_case<PInTma<256, 1>, 256, GE_COOP, 1>(c, M, N, K, N, "by TMA during the main loop, Y in place");
+    in_tile_case<PInWide<128>, 128, GE_PINGPONG, 2>(c, M, N, K, 2L * N, "twice as wide, into registers");
+    in_tile_case<PInWide<256>, 256, GE_COOP, 2>(c, M, N, K, 2L * N, "twice as wide, into registers");
+    in_tile_case<PInWide<256>, 256, GE_COOP, 2>(c, M, N, K, 2L * N + 1, "twice as wide, into registers");
 }
 
 /* The held output (GeOutHeld) against the same output staged in the epilogue, bit for bit, and against fp64 on
@@ -1007,8 +1034,8 @@ int main(void) {
     test_primitives(1000, 777, 64);
     test_outputs(1000, 784, 136); /* ragged tiles on every side */
     test_outputs(4000, 2064, 200); /* more tiles than SMs: staging buffers rotate across tiles */
-    test_in_tma(1000, 776, 136);   /* 3 k-blocks: most slots load after the last one */
-    test_in_tma(2000, 2064, 1280); /* 20 k-blocks: one slot per k-block */
+    test_in_tile(1000, 776, 136);   /* 3 k-blocks: most slots load after the last one */
+    test_in_tile(2000, 2064, 1280); /* 20 k-blocks: one slot per k-block */
     test_held(4000, 2056, 136); /* 32 x 9 tiles */
     test_held(2048, 4096, 64);  /* 16 x 16 tiles, one k-block */
     test_held(1000, 777, 200);  /* row stride of 1554 bytes: direct */

@@ -394,6 +394,7 @@ static void test_table(int quick) {
     test_gemm_swiglu_backward(37, 29, 23);
     test_gemm_swiglu_backward(130, 64, 40);
     if (!quick) test_gemm_swiglu_backward(200, 256, 512);
+    test_gemm_swiglu_backward(5600, 64, 384); /* enough tiles for 128-wide ones (ge_pick's wave rule) */
     test_gemm_dx_dw(37, 45, 29);
     test_gemm_dx_dw(200, 136, 72);
     if (!quick) test_gemm_dx_dw(256, 512, 384);

@@ -83,6 +83,20 @@ extern "C" void cudaf_gemm_norm_backward(const void *dZ, const void *W, const fl
     fused_norm_backward(dZ, N, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K, part, NULL, NULL, NULL);
 }
 
+template <int BN>
+static void swiglu_backward_run(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ,
+                                void *act, float *part, int nparts, int M, int D, int F) {
+    typename FusedSwiGLUBwd<BN>::Params p = {};
+    p.out.head = ge_out((bf16 *)act, M, F, F);
+    p.Z = (const bf16 *)Z;
+    p.dZ = (bf16 *)dZ;
+    p.ldz = 2L * F;
+    p.r = r;
+    p.part = part;
+    p.ldpart = nparts;
+    ge_run<FusedSwiGLUBwd<BN>, GE_AB, BN, GE_COOP>(dY, D, W_down, F, M, F, D, p, 0);
+}
+
 extern "C" void cudaf_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r,
                                            void *dZ, float *c, void *act, int M, int D, int F) {
     if (M <= 0) return;
@@ -92,16 +106,10 @@ extern "C" void cudaf_gemm_swiglu_backward(const void *dY, const void *W_down, c
     }
     const int nparts = ge_row_parts(F);
     float *part = (float *)cuda_workspace((size_t)M * nparts * sizeof(float));
-    FusedSwiGLUBwd<128>::Params p = {};
-    p.out.head = ge_out((bf16 *)act, M, F, F);
-    p.Z = ge_out((bf16 *)Z, M, 2 * F, 2 * F);
-    p.dZ = ge_out((bf16 *)dZ, M, 2 * F, 2 * F);
-    p.r = r;
-    p.part = part;
-    p.ldpart = nparts;
-    if (!p.out.head.tma || !p.Z.tma || !p.dZ.tma)
-        cuda_fail("cudaf_gemm_swiglu_backward", "act, Z and dZ must be 16-byte aligned (TMA)", __FILE__, __LINE__);
-    ge_run<FusedSwiGLUBwd<128>, GE_AB, 128, GE_COOP>(dY, D, W_down, F, M, F, D, p, 0);
+    if (ge_pick(GE_COOP_ONLY, M, F, D) == GE_SCHED_COOP256)
+        swiglu_backward_run<256>(dY, W_down, Z, r, dZ, act, part, nparts, M, D, F);
+    else
+        swiglu_backward_run<128>(dY, W_down, Z, r, dZ, act, part, nparts, M, D, F);
     cuda_row_sum(part, nparts, M, c);
 }
 

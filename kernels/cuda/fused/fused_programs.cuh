@@ -224,33 +224,35 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ge_col_partial_store(p.part, t.N, t, BN); }
 };
 
-/* SwiGLU backward in the epilogue of dact = dY . W_down (layout A.B, cooperative: the input staging holds one row
- * block). Z [M, 2F] comes in by TMA, two columns (G, U) per accumulator column, and dZ is written over it:
- *   dG = dact U silu'(G), dU = dact silu(G);  dZ = r (dG, dU);  c partials: sum of G dG + U dU per row and slice;
- *   act = silu(G) U again (ge_silu_mul on Z as stored: the forward's bits), for the weight gradient of W_down. */
+/* SwiGLU backward in the epilogue of dact = dY . W_down (layout A.B, cooperative). Z [M, 2F] comes into registers
+ * ahead of use, two columns (G, U) per accumulator column (GeTileIn, W = 2), after L2 prefetches spread over the
+ * main loop's last k-blocks; then
+ *   dG = dact U silu'(G), dU = dact silu(G);  dZ = r (dG, dU), stored from registers;  c partials: sum of
+ *   G dG + U dU per row and slice;  act = silu(G) U again (ge_silu_mul on Z as stored: the forward's bits), for
+ *   the weight gradient of W_down, staged. */
 template <int BN>
 struct FusedSwiGLUBwd : GeProgram<GeOut<bf16>> {
-    static constexpr int kInUnits = GeTileInTma<BN, 1, 2>::kUnits; /* Z, then dZ over it */
     struct Params {
-        Out out;          /* act [M, F] */
-        GeOut<bf16> Z, dZ; /* [M, 2F]: the input and the output of the in-place tile */
+        Out out;        /* act [M, F] */
+        const bf16 *Z;  /* [M, 2F] */
+        bf16 *dZ;       /* [M, 2F] */
+        long ldz;       /* their row stride */
         const float *r;
         float *part; /* [M, ldpart] */
         long ldpart;
     };
-    static bool direct(const Params &p) { return false; } /* act, Z and dZ: TMA targets (the launcher checks) */
-    GeTileInTma<BN, 1, 2> z;
+    GeTileIn<BN, 8, 4, 2> z;
     GeRowPartial<GeSum> c;
     GeRowVals r;
     __device__ __forceinline__ void during(const Params &p, const GeTile &t, int kb, int nk) {
-        z.load_spread(p.Z, t, kb, nk);
+        ge_prefetch_tile_spread<2>(p.Z, p.ldz, t, BN, kb, nk);
     }
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
         r.load(p.r, t);
         c.reset();
+        z.start(p.Z, p.ldz, t);
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-        z.wait(t);
         float act[2][2]; /* [h][column e]: pairs for ge_put below */
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -266,15 +268,12 @@ struct FusedSwiGLUBwd : GeProgram<GeOut<bf16>> {
                 d[e] = make_float2(r[h] * dg, r[h] * du);
                 act[h][e] = ge_silu_mul(g, sg, u);
             }
-            z.put2(t, h, d);
+            ge_store_wide(p.dZ, p.ldz, t, h, col, d);
             c.add(t, h, col, make_float2(cc[0], cc[1]));
         }
+        z.advance(t);
         float2 av[2] = {make_float2(act[0][0], act[0][1]), make_float2(act[1][0], act[1][1])};
         ge_put<0>(p.out, t, col, av);
-    }
-    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
-        p.out.flush_from(t);
-        z.flush_out(p.dZ, t);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { c.store(p.part, p.ldpart, t); }
 };

@@ -89,9 +89,11 @@ __device__ __forceinline__ float2 ge_scale(float2 a, float s) { return make_floa
 __device__ __forceinline__ float2 ge_rotate(float2 v, float c, float s) {
     return make_float2(v.x * c - v.y * s, v.y * c + v.x * s);
 }
-/* sigmoid(g) = 1 / (1 + e^-g) (e^-g = inf for g < -88: 0), and SwiGLU on an adjacent (gate, up) pair,
- * silu(g) * u = g sigmoid(g) u, from it: the forward and the backward's recomputation get the same bits. */
-__device__ __forceinline__ float ge_sigmoid(float g) { return __frcp_rn(1.0f + __expf(-g)); }
+/* sigmoid(g) = 1 / (1 + e^-g) by the approximate reciprocal (e^-g = inf for g < -88: 0), and SwiGLU on an
+ * adjacent (gate, up) pair, silu(g) * u = g sigmoid(g) u, from it: the forward and the backward's recomputation
+ * get the same bits. (The correctly rounded reciprocal is a dozen instructions and a slow-path call per value;
+ * in the SwiGLU epilogues it cost 10% of the forward's and 15% of the backward's time: RESULTS.md section 5.) */
+__device__ __forceinline__ float ge_sigmoid(float g) { return __fdividef(1.0f, 1.0f + __expf(-g)); }
 __device__ __forceinline__ float ge_silu_mul(float g, float s, float u) { return g * s * u; }
 __device__ __forceinline__ float ge_silu_mul(float2 gu) { return ge_silu_mul(gu.x, ge_sigmoid(gu.x), gu.y); }
 
@@ -171,6 +173,22 @@ __device__ __forceinline__ float2 ge_load(const T *p, long ld, const GeTile &t, 
 template <class T>
 __device__ __forceinline__ float2 ge_store(T *p, long ld, const GeTile &t, int h, int col, float2 v) {
     return ge_store_at(p, ld, t.row[h], col, t.M, t.N, v);
+}
+
+/* The output columns' pairs of a matrix twice as wide as the output ([M, 2 N], row stride ld: an interleaved pair
+ * of columns per output column), stored straight from registers: p[e] goes to columns 2 (col + e), 2 (col + e) + 1
+ * of row h, rounded to bf16 (masked; one 8-byte store when whole and aligned). */
+__device__ __forceinline__ void ge_store_wide(bf16 *p, long ld, const GeTile &t, int h, int col, const float2 (&v)[2]) {
+    const int nv = t.row[h] < t.M ? ge_pair_valid(col, t.N) : 0;
+    bf16 *q = p + (long)t.row[h] * ld + 2 * col;
+    if (nv == 2 && ((reinterpret_cast<uintptr_t>(q) & 7) == 0)) {
+        *reinterpret_cast<uint2 *>(q) = make_uint2(ge_pack_bf16x2(v[0]), ge_pack_bf16x2(v[1]));
+    } else {
+        for (int e = 0; e < nv; e++) {
+            q[2 * e] = __float2bfloat16(v[e].x);
+            q[2 * e + 1] = __float2bfloat16(v[e].y);
+        }
+    }
 }
 
 /* ---------------------------------------------------------------- 4. partial reductions */
@@ -514,13 +532,29 @@ struct GeColStage {
 };
 
 /* Issues L2 prefetches for the tile's [128 x bn] block of a row-major matrix shaped like the output (row stride
- * ld): call it from the program's prefetch() hook, which runs before the tile's main loop. */
-template <class T>
+ * ld; W = 2: twice as wide, columns 2 n0 .. 2 n0 + 2 bn of 2 N): call it from the program's prefetch() hook, which
+ * runs before the tile's main loop. */
+template <int W = 1, class T>
 __device__ __forceinline__ void ge_prefetch_tile(const T *p, long ld, const GeTile &t, int bn) {
-    const int lines = bn * (int)sizeof(T) / 128; /* 128-byte lines per row */
+    const int lines = W * bn * (int)sizeof(T) / 128; /* 128-byte lines per row */
     for (int i = t.ttid; i < 128 * lines; i += t.tthreads) {
-        const int row = t.m0 + i / lines, col = t.n0 + (i % lines) * (128 / (int)sizeof(T));
-        if (row < t.M && col < t.N) prefetch_l2(p + (long)row * ld + col);
+        const int row = t.m0 + i / lines, col = W * t.n0 + (i % lines) * (128 / (int)sizeof(T));
+        if (row < t.M && col < W * t.N) prefetch_l2(p + (long)row * ld + col);
+    }
+}
+
+/* The same spread over the main loop (the during() hook, k-block kb of nk): the tile's rows in PARTS parts, part q
+ * in k-block nk - PARTS + q (all parts up to there in the first k-block when nk < PARTS), so that the lines arrive
+ * shortly before the epilogue and do not compete with the main loop's first operand loads. Issued all at once
+ * before the main loop, SwiGLU backward's input took 6% longer (RESULTS.md section 5). */
+template <int W = 1, int PARTS = 16, class T>
+__device__ __forceinline__ void ge_prefetch_tile_spread(const T *p, long ld, const GeTile &t, int bn, int kb, int nk) {
+    const int last = kb - (nk - PARTS), first = kb == 0 ? 0 : last;
+    if (last < 0) return;
+    const int lines = W * bn * (int)sizeof(T) / 128, per = 128 * lines / PARTS; /* lines per row, per part */
+    for (int i = first * per + t.ttid; i < (last + 1) * per; i += t.tthreads) {
+        const int row = t.m0 + i / lines, col = W * t.n0 + (i % lines) * (128 / (int)sizeof(T));
+        if (row < t.M && col < W * t.N) prefetch_l2(p + (long)row * ld + col);
     }
 }
 
@@ -528,25 +562,39 @@ __device__ __forceinline__ void ge_prefetch_tile(const T *p, long ld, const GeTi
  * of the first RING fragments at once, so they cost one memory latency (an L2 hit after ge_prefetch_tile) instead
  * of one per fragment; get(t, h) in frag() returns the pair at fragment (h, t.j) as floats (0 outside the matrix);
  * advance() at the end of frag() refills the slots of each finished GROUP of fragments with the fragments RING
- * ahead, so the loads stay RING - GROUP fragments ahead of use in RING x 2 registers. */
-template <int BN, int RING = BN / 8, int GROUP = BN / 8>
+ * ahead, so the loads stay RING - GROUP fragments ahead of use in RING x 2 x W registers. W = 2: the input is twice
+ * as wide as the output (an interleaved pair of columns per output column: SwiGLU's (gate, up)); get2(t, h, p)
+ * returns row h's two pairs, p[e] for output column col + e. */
+template <int BN, int RING = BN / 8, int GROUP = BN / 8, int W = 1>
 struct GeTileIn {
     static_assert(RING % GROUP == 0 && (BN / 8) % GROUP == 0 && RING <= BN / 8, "ring of whole groups");
-    uint32_t v[RING][2];
-    const bf16 *rp[2]; /* this thread's two rows at column col0 */
-    bool fast;         /* both rows inside, the tile's columns inside, 4-byte aligned: unmasked loads */
+    static_assert(W == 1 || W == 2, "an input as wide as the output, or twice as wide");
+    uint32_t v[RING][2][W];
+    const bf16 *rp[2]; /* this thread's two rows at column W col0 */
+    bool fast;         /* both rows inside, the tile's columns inside, 4 W-byte aligned: unmasked loads */
     template <bool FAST>
     __device__ __forceinline__ void load_frag(const GeTile &t, int j) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const bf16 *q = rp[h] + 8 * j;
+            const bf16 *q = rp[h] + 8 * W * j;
+            uint32_t *d = v[j % RING][h];
             if (FAST) {
-                v[j % RING][h] = __ldg(reinterpret_cast<const unsigned int *>(q));
+                if constexpr (W == 1) {
+                    d[0] = __ldg(reinterpret_cast<const unsigned int *>(q));
+                } else {
+                    const uint2 u = __ldg(reinterpret_cast<const uint2 *>(q));
+                    d[0] = u.x;
+                    d[1] = u.y;
+                }
             } else {
-                const int nv = t.row[h] < t.M ? ge_pair_valid(t.col0 + 8 * j, t.N) : 0;
-                const unsigned short lo = nv > 0 ? __ldg(reinterpret_cast<const unsigned short *>(q)) : 0;
-                const unsigned short hi = nv > 1 ? __ldg(reinterpret_cast<const unsigned short *>(q) + 1) : 0;
-                v[j % RING][h] = (uint32_t)lo | ((uint32_t)hi << 16);
+                const int nv = W * (t.row[h] < t.M ? ge_pair_valid(t.col0 + 8 * j, t.N) : 0);
+                const unsigned short *e = reinterpret_cast<const unsigned short *>(q);
+#pragma unroll
+                for (int i = 0; i < W; i++) {
+                    const unsigned short lo = 2 * i < nv ? __ldg(e + 2 * i) : 0;
+                    const unsigned short hi = 2 * i + 1 < nv ? __ldg(e + 2 * i + 1) : 0;
+                    d[i] = (uint32_t)lo | ((uint32_t)hi << 16);
+                }
             }
         }
     }
@@ -563,58 +611,58 @@ struct GeTileIn {
         }
     }
     __device__ __forceinline__ void start(const bf16 *p, long ld, const GeTile &t) {
-        rp[0] = p + (long)t.row[0] * ld + t.col0;
-        rp[1] = p + (long)t.row[1] * ld + t.col0;
+        rp[0] = p + (long)t.row[0] * ld + W * t.col0;
+        rp[1] = p + (long)t.row[1] * ld + W * t.col0;
         fast = t.row[1] < t.M && t.n0 + BN <= t.N &&
-               ((reinterpret_cast<uintptr_t>(rp[0]) | reinterpret_cast<uintptr_t>(rp[1])) & 3) == 0;
+               ((reinterpret_cast<uintptr_t>(rp[0]) | reinterpret_cast<uintptr_t>(rp[1])) & (4 * W - 1)) == 0;
         load_frags(t, 0, RING);
     }
     __device__ __forceinline__ void advance(const GeTile &t) {
         if ((t.j + 1) % GROUP == 0 && t.j + 1 - GROUP + RING < BN / 8) load_frags(t, t.j + 1 - GROUP + RING, GROUP);
     }
-    __device__ __forceinline__ float2 get(const GeTile &t, int h) const { return ge_unpack_bf16x2(v[t.j % RING][h]); }
+    __device__ __forceinline__ float2 get(const GeTile &t, int h) const {
+        static_assert(W == 1, "get: an input as wide as the output");
+        return ge_unpack_bf16x2(v[t.j % RING][h][0]);
+    }
+    __device__ __forceinline__ void get2(const GeTile &t, int h, float2 (&p)[2]) const {
+        static_assert(W == 2, "get2: an input twice as wide as the output");
+        p[0] = ge_unpack_bf16x2(v[t.j % RING][h][0]);
+        p[1] = ge_unpack_bf16x2(v[t.j % RING][h][1]);
+    }
 };
 
 /* An input tile shaped like the output (bf16, e.g. a residual), brought into the consumer's shared input staging
  * by TMA before the tile's main loop, so that it takes no registers, no ring stages, and its latency hides behind
  * the main loop: one slot of 64 rows x 32 columns per chunk and row block (kUnits 4 KB units: up to BLOCKS row
  * blocks of BN/32 chunks), each laid out as GeOut's bf16 staging slot (the map is a GeOut<bf16>'s, ge_out()), each
- * with its own "in" mbarrier. With W = 2 the input is twice as wide as the output (an interleaved pair of columns
- * per output column: SwiGLU's (gate, up)): a chunk's 32 output columns read its 64 columns, two slots.
+ * with its own "in" mbarrier.
  * load() in prefetch() loads the row blocks this consumer will hold (after its earlier bulk stores have read the
  * slots), or load_spread() in during() loads them one slot per k-block of the main loop; slots wholly outside the
  * matrix are not loaded (all their outputs are masked).
- * wait() in frag() blocks the consumer on the chunk's slots at its first fragment; get(t, v) reads the fragment's
- * two row pairs (warp-wide; W = 2: get2(t, h, ...), its row h's two pairs of pairs); put / put2 write bf16 values
- * over them, and flush_out(o, t) (in the program's flush()) stores the chunk from there by TMA: an output written
+ * wait() in frag() blocks the consumer on the chunk's slot at its first fragment; get(t, v) reads the fragment's
+ * two row pairs (warp-wide); put writes bf16 values over them, and flush_out(o, t) (in the program's flush()) stores the chunk from there by TMA: an output written
  * in place of the input, with no staging of its own. A program using it declares kInUnits = GeTileInTma<...>::kUnits.
  * (Loading the second row block during the first one's epilogue, into the slots that epilogue had freed, needed
  * half the space but cost 20% at K = 2048: RESULTS.md section 5.) */
-template <int BN, int BLOCKS = 2, int W = 1>
+template <int BN, int BLOCKS = 2>
 struct GeTileInTma {
-    static_assert(W == 1 || W == 2, "an input as wide as the output, or twice as wide");
-    static constexpr int kSlots = W * BN / 32, kUnits = BLOCKS * kSlots;
+    static constexpr int kSlots = BN / 32, kUnits = BLOCKS * kSlots;
     uint32_t loads = 0; /* tiles loaded so far: a slot's wait parity is that of its latest load */
     __device__ __forceinline__ static int first_row(const GeTile &t) { return t.m0 + (t.nblk == 1 ? 64 * (t.cwarp >> 2) : 0); }
-    /* the first slot of the current chunk (t.j / 4) */
+    /* the slot of the current chunk (t.j / 4) */
     __device__ __forceinline__ static int slot(const GeTile &t) {
-        return ((t.crow0 - first_row(t)) >> 6) * kSlots + W * (t.j >> 2);
+        return ((t.crow0 - first_row(t)) >> 6) * kSlots + (t.j >> 2);
     }
     __device__ __forceinline__ static uint32_t addr(const GeTile &t) {
         return t.in + slot(t) * 4096 + ge_slot_off_bf16(t);
-    }
-    /* W = 2: row h's 8 bytes for fragment t.j (input columns 2 col .. 2 col + 3 of the chunk's 64) */
-    __device__ __forceinline__ static uint32_t addr2(const GeTile &t, int h) {
-        const int jj = t.j & 3;
-        return t.in + (slot(t) + (jj >> 1)) * 4096 + ge_stage_off((const bf16 *)nullptr, t.srow + 8 * h, 16 * (jj & 1) + 4 * (t.lane & 3));
     }
     /* slot s of row block b of the tile: its TMA load, or only the arrival where it lies outside the matrix */
     __device__ __forceinline__ static void load_slot(const GeOut<bf16> &o, const GeTile &t, int b, int s) {
         uint64_t *bar = t.in_bar + b * kSlots + s;
         const int row = first_row(t) + 64 * b;
-        if (row < t.M && W * t.n0 + 32 * s < W * t.N) {
+        if (row < t.M && t.n0 + 32 * s < t.N) {
             mbar_arrive_expect_tx(bar, 4096);
-            tma_load_2d_u32(t.in + (b * kSlots + s) * 4096, &o.map, bar, W * t.n0 + 32 * s, row);
+            tma_load_2d_u32(t.in + (b * kSlots + s) * 4096, &o.map, bar, t.n0 + 32 * s, row);
         } else {
             mbar_arrive(bar);
         }
@@ -644,34 +692,14 @@ struct GeTileInTma {
         if (first == 0) bulk_wait_read<0>();
         for (int s = first; s <= last; s++) load_slot(o, t, 0, s);
     }
-    /* frag() hook: at the chunk's first fragment, wait for its slots */
+    /* frag() hook: at the chunk's first fragment, wait for its slot */
     __device__ __forceinline__ void wait(const GeTile &t) const {
-        if (t.j % 4 == 0)
-#pragma unroll
-            for (int i = 0; i < W; i++) mbar_wait(t.in_bar + slot(t) + i, (loads - 1) & 1);
+        if (t.j % 4 == 0) mbar_wait(t.in_bar + slot(t), (loads - 1) & 1);
     }
-    __device__ __forceinline__ void get(const GeTile &t, float2 (&v)[2]) const {
-        static_assert(W == 1, "get: an input as wide as the output");
-        ge_ld_shared_bf16_rows(addr(t), v);
-    }
-    __device__ __forceinline__ void put(const GeTile &t, float2 (&v)[2]) const {
-        static_assert(W == 1, "put: an input as wide as the output");
-        ge_st_shared_bf16_rows(addr(t), v);
-    }
-    /* W = 2: row h's input pairs for the fragment's two output columns: p[0] for column col, p[1] for col + 1 */
-    __device__ __forceinline__ void get2(const GeTile &t, int h, float2 (&p)[2]) const {
-        uint32_t a, b;
-        ld_shared_v2b32(addr2(t, h), a, b);
-        p[0] = ge_unpack_bf16x2(a);
-        p[1] = ge_unpack_bf16x2(b);
-    }
-    /* stores p rounded to bf16 over them */
-    __device__ __forceinline__ void put2(const GeTile &t, int h, const float2 (&p)[2]) const {
-        st_shared_v2b32(addr2(t, h), ge_pack_bf16x2(p[0]), ge_pack_bf16x2(p[1]));
-    }
+    __device__ __forceinline__ void get(const GeTile &t, float2 (&v)[2]) const { ge_ld_shared_bf16_rows(addr(t), v); }
+    __device__ __forceinline__ void put(const GeTile &t, float2 (&v)[2]) const { ge_st_shared_bf16_rows(addr(t), v); }
     __device__ __forceinline__ void flush_out(const GeOut<bf16> &o, const GeTile &t) const {
-#pragma unroll
-        for (int i = 0; i < W; i++) ge_out_store_box_at(o, t.in + (slot(t) + i) * 4096, W * t.chunk_col + 32 * i, t.crow0);
+        ge_out_store_box_at(o, t.in + slot(t) * 4096, t.chunk_col, t.crow0);
     }
 };
 
