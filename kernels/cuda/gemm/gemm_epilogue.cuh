@@ -91,8 +91,8 @@ __device__ __forceinline__ float2 ge_rotate(float2 v, float c, float s) {
 }
 /* sigmoid(g) = 1 / (1 + e^-g) by the approximate reciprocal (e^-g = inf for g < -88: 0), and SwiGLU on an
  * adjacent (gate, up) pair, silu(g) * u = g sigmoid(g) u, from it: the forward and the backward's recomputation
- * get the same bits. (The correctly rounded reciprocal is a dozen instructions and a slow-path call per value;
- * in the SwiGLU epilogues it cost 10% of the forward's and 15% of the backward's time: RESULTS.md section 5.) */
+ * get the same bits. (The correctly rounded reciprocal is a dozen instructions and a slow-path call per value,
+ * which slowed both SwiGLU epilogues: RESULTS.md section 5, tenth step.) */
 __device__ __forceinline__ float ge_sigmoid(float g) { return __fdividef(1.0f, 1.0f + __expf(-g)); }
 __device__ __forceinline__ float ge_silu_mul(float g, float s, float u) { return g * s * u; }
 __device__ __forceinline__ float ge_silu_mul(float2 gu) { return ge_silu_mul(gu.x, ge_sigmoid(gu.x), gu.y); }
@@ -531,31 +531,34 @@ struct GeColStage {
     }
 };
 
-/* Issues L2 prefetches for the tile's [128 x bn] block of a row-major matrix shaped like the output (row stride
- * ld; W = 2: twice as wide, columns 2 n0 .. 2 n0 + 2 bn of 2 N): call it from the program's prefetch() hook, which
- * runs before the tile's main loop. */
-template <int W = 1, class T>
-__device__ __forceinline__ void ge_prefetch_tile(const T *p, long ld, const GeTile &t, int bn) {
+/* Issues L2 prefetches for lines [begin, end) of the tile's [128 x bn] block of a row-major matrix shaped like the
+ * output (row stride ld; W = 2: twice as wide, columns 2 n0 .. 2 n0 + 2 bn of 2 N), counting 128-byte lines row by
+ * row; lines outside the matrix are skipped. */
+template <int W, class T>
+__device__ __forceinline__ void ge_prefetch_lines(const T *p, long ld, const GeTile &t, int bn, int begin, int end) {
     const int lines = W * bn * (int)sizeof(T) / 128; /* 128-byte lines per row */
-    for (int i = t.ttid; i < 128 * lines; i += t.tthreads) {
+    for (int i = begin + t.ttid; i < end; i += t.tthreads) {
         const int row = t.m0 + i / lines, col = W * t.n0 + (i % lines) * (128 / (int)sizeof(T));
         if (row < t.M && col < W * t.N) prefetch_l2(p + (long)row * ld + col);
     }
 }
 
+/* The whole block at once: call it from the program's prefetch() hook, which runs before the tile's main loop. */
+template <class T>
+__device__ __forceinline__ void ge_prefetch_tile(const T *p, long ld, const GeTile &t, int bn) {
+    ge_prefetch_lines<1>(p, ld, t, bn, 0, bn * (int)sizeof(T));
+}
+
 /* The same spread over the main loop (the during() hook, k-block kb of nk): the tile's rows in PARTS parts, part q
  * in k-block nk - PARTS + q (all parts up to there in the first k-block when nk < PARTS), so that the lines arrive
- * shortly before the epilogue and do not compete with the main loop's first operand loads. Issued all at once
- * before the main loop, SwiGLU backward's input took 6% longer (RESULTS.md section 5). */
+ * shortly before the epilogue and do not compete with the main loop's first operand loads (for the SwiGLU
+ * backward's input it measured faster than the prefetch before the main loop: RESULTS.md section 5). */
 template <int W = 1, int PARTS = 16, class T>
 __device__ __forceinline__ void ge_prefetch_tile_spread(const T *p, long ld, const GeTile &t, int bn, int kb, int nk) {
     const int last = kb - (nk - PARTS), first = kb == 0 ? 0 : last;
     if (last < 0) return;
-    const int lines = W * bn * (int)sizeof(T) / 128, per = 128 * lines / PARTS; /* lines per row, per part */
-    for (int i = first * per + t.ttid; i < (last + 1) * per; i += t.tthreads) {
-        const int row = t.m0 + i / lines, col = W * t.n0 + (i % lines) * (128 / (int)sizeof(T));
-        if (row < t.M && col < W * t.N) prefetch_l2(p + (long)row * ld + col);
-    }
+    const int per = W * bn * (int)sizeof(T) / PARTS; /* lines per part: 128 rows of W bn sizeof(T) / 128 lines */
+    ge_prefetch_lines<W>(p, ld, t, bn, first * per, (last + 1) * per);
 }
 
 /* A bf16 input tile shaped like the output, read into registers ahead of use: start() in begin() issues the loads
