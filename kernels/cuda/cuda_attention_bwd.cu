@@ -1,5 +1,6 @@
-/* cuda_attention_bwd.cu: causal grouped-query attention backward, FlashAttention-2 style and deterministic (no
- * atomics): with P = exp(S*scale - lse) recomputed from the saved lse and Dq = <dy_q, y_q>,
+/* cuda_attention_bwd.cu: causal grouped-query attention backward: the entry points, which run the Hopper kernels
+ * (attention/attn_backward.cu) at head dim 64 and 128, and the FlashAttention-2 style kernels kept for head dim 32
+ * (the tiny config's) until that config moves to head dim 64. Those are deterministic (no atomics): with P = exp(S*scale - lse) recomputed from the saved lse and Dq = <dy_q, y_q>,
  *   dV_k = sum_q P_qk dy_q,  dK_k = scale sum_q dS_qk q_q,  dQ_q = scale sum_k dS_qk k_k,  dS = P (dy.v - Dq).
  * Three kernels: the row dots Dq; dK/dV with one block per (16*WARPS-key tile, KV head, batch) that loops over the
  * heads of its group and the query tiles at or after its keys, accumulating in registers (computing S^T = K Q^T so
@@ -205,6 +206,10 @@ static void launch_bwd(const bf16 *qkv, const bf16 *y, const float *lse, const b
 static void attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
                                AttnGradTail tail, float *c, int B, int T, int Hq, int Hkv, int hd) {
     if (B <= 0 || T <= 0) return;
+    if (hd == 64 || hd == 128) {
+        attn_hopper_backward(qkv, y, lse, dy, dqkv, tail.r, tail.cos, tail.sin, c, B, T, Hq, Hkv, hd);
+        return;
+    }
     AttnDims d = {T, Hq, Hkv, (long)(Hq + 2 * Hkv) * hd, (long)Hq * hd, 1.0f / sqrtf((float)hd), 0.0f};
     d.scale_log2 = d.scale * ATT_LOG2E;
     const int M = B * T, nslots = Hq + 2 * Hkv;
@@ -213,8 +218,6 @@ static void attention_backward(const void *qkv, const void *y, const float *lse,
     if (tail.r) tail.cpart = ws + n_dq;
     const bf16 *q = (const bf16 *)qkv, *yy = (const bf16 *)y, *g = (const bf16 *)dy;
     if (hd == 32) launch_bwd<32>(q, yy, lse, g, (bf16 *)dqkv, B, d, tail, ws);
-    else if (hd == 64) launch_bwd<64>(q, yy, lse, g, (bf16 *)dqkv, B, d, tail, ws);
-    else if (hd == 128) launch_bwd<128>(q, yy, lse, g, (bf16 *)dqkv, B, d, tail, ws);
     else cuda_fail("attention_backward", "head_dim must be 32, 64 or 128", __FILE__, __LINE__);
     if (tail.r) cuda_row_sum(tail.cpart, nslots, M, c);
 }

@@ -1,4 +1,6 @@
-/* cuda_attention_fwd.cu: causal grouped-query attention forward, FlashAttention-2 style. One block of WARPS warps
+/* cuda_attention_fwd.cu: causal grouped-query attention forward: the entry point, which runs the Hopper kernels
+ * (attention/attn_forward.cu) at head dim 64 and 128, and the FlashAttention-2 style kernel kept for head dim 32
+ * (the tiny config's) until that config moves to head dim 64. One block of WARPS warps
  * per (16*WARPS-query tile, query head, batch); each warp owns 16 queries. K/V tiles of 64 keys stream through shared memory
  * (double-buffered cp.async); scores, the online softmax (base 2) and the output accumulator stay in registers; no
  * T x T matrix exists anywhere. Writes y (bf16) and the natural-log lse [B, Hq, T] for the backward pass. */
@@ -113,7 +115,6 @@ extern "C" void cuda_attention_forward(const void *qkv, void *y, float *lse, int
     d.scale_log2 = d.scale * ATT_LOG2E;
     const bf16 *q = (const bf16 *)qkv;
     if (hd == 32) launch_fwd<32>(q, (bf16 *)y, lse, B, d);
-    else if (hd == 64) launch_fwd<64>(q, (bf16 *)y, lse, B, d);
-    else if (hd == 128) launch_fwd<128>(q, (bf16 *)y, lse, B, d);
+    else if (hd == 64 || hd == 128) attn_hopper_forward(qkv, y, lse, B, T, Hq, Hkv, hd);
     else cuda_fail("cuda_attention_forward", "head_dim must be 32, 64 or 128", __FILE__, __LINE__);
 }

@@ -1,7 +1,8 @@
 /* bench_attention.c: times the CUDA attention forward and backward (a benchmark, not a test: run by
  * scripts/bench_attention.py, which also times PyTorch's SDPA). Usage: bench_attention B T Hq Hkv hd [iters].
- * Random bf16 inputs; each iteration is synchronized and timed with the host clock; prints the median ms and
- * TFLOP/s with the usual causal convention (forward 2 matmuls of B*Hq*T^2*hd/2 multiply-adds each, backward 2.5x).
+ * Random bf16 inputs; a sample is REPS back-to-back calls between two synchronizations, timed with the host clock
+ * (so that launch latency does not count, as it does not in CUDA-event timings); prints the median over samples of
+ * the ms per call and TFLOP/s with the usual causal convention (forward 2 matmuls of B*Hq*T^2*hd/2 multiply-adds each, backward 2.5x).
  * Output: one line "attention fwd_ms F bwd_ms B fwd_tflops X bwd_tflops Y". */
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,16 +38,18 @@ int main(int argc, char **argv) {
     void *y = dalloc(n_y * 2), *dqkv = dalloc(n_qkv * 2);
     float *lse = dalloc((size_t)B * Hq * T * sizeof(float));
     double *tf = halloc(iters * sizeof(double)), *tb = halloc(iters * sizeof(double));
-    for (int i = -3; i < iters; i++) { /* 3 warm-up iterations */
+    enum { REPS = 10 };
+    for (int i = -3; i < iters; i++) { /* 3 warm-up samples */
         kg->synchronize();
         double t0 = now_ms();
-        kg->attention_forward(qkv, y, lse, B, T, Hq, Hkv, hd);
+        for (int r = 0; r < REPS; r++) kg->attention_forward(qkv, y, lse, B, T, Hq, Hkv, hd);
         kg->synchronize();
         double t1 = now_ms();
-        kg->attention_backward(qkv, y, lse, dy, NULL, NULL, NULL, dqkv, NULL, B, T, Hq, Hkv, hd);
+        for (int r = 0; r < REPS; r++)
+            kg->attention_backward(qkv, y, lse, dy, NULL, NULL, NULL, dqkv, NULL, B, T, Hq, Hkv, hd);
         kg->synchronize();
         double t2 = now_ms();
-        if (i >= 0) tf[i] = t1 - t0, tb[i] = t2 - t1;
+        if (i >= 0) tf[i] = (t1 - t0) / REPS, tb[i] = (t2 - t1) / REPS;
     }
     qsort(tf, iters, sizeof(double), cmp_double);
     qsort(tb, iters, sizeof(double), cmp_double);

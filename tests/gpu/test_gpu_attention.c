@@ -1,10 +1,11 @@
-/* test_gpu_attention.c: the CUDA attention (FlashAttention-style, forward and backward) against the naive attention
- * of the CPU backend (per query: all scores, softmax, weighted sum; validated against a double reference with
- * finite differences in test_cpu_ops), on the same bf16-rounded inputs, at T in {1, 17, 128, 2048}, head dim 64 and
- * 128 (and 32, the tiny config's), GQA ratios 1 and 4, outputs poisoned with NaN. The backward of both gets the same
- * y (the CPU's, rounded to bf16) and lse. Tolerances (||gpu - cpu|| / ||cpu||): y and dQ/dK/dV 1e-2 (bf16 outputs;
- * P and dS are rounded to bf16 as tensor-core operands), lse 1e-5 (fp32 statistics of exact bf16 products). Also:
- * the backward gives the same bits twice (no atomics). */
+/* test_gpu_attention.c: the CUDA attention (forward and backward; the Hopper wgmma kernels at head dim 64 and 128)
+ * against the naive attention of the CPU backend (per query: all scores, softmax, weighted sum; validated against a
+ * double reference with finite differences in test_cpu_ops), on the same bf16-rounded inputs, at T in {1, 17, 128,
+ * 333 (ragged: not a multiple of any tile), 2048, 4096}, head dim 64 and 128 (and 32, the tiny config's), GQA ratios
+ * 1, 2, 4 and 8, outputs poisoned with NaN. The backward of both gets the same y (the CPU's, rounded to bf16) and
+ * lse. Tolerances (||gpu - cpu|| / ||cpu||): y and dQ/dK/dV 1e-2 (bf16 outputs; P and dS are rounded to bf16 as
+ * tensor-core operands), lse 1e-5 (fp32 statistics of exact bf16 products). Also: the backward gives the same bits
+ * twice (no atomics). --quick: only T <= 333 (for the sanitizers). */
 #include "tests/gpu/gpu_test_util.h"
 
 #define ATT_BF16_TOL 1e-2
@@ -66,18 +67,21 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
     gpu_free_all();
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+    const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     require_gpu();
-    static const int Ts[] = {1, 17, 128, 2048};
     static const int hds[] = {64, 128};
-    static const int ratios[] = {1, 4};
-    for (int ti = 0; ti < 4; ti++)
-        for (int hi = 0; hi < 2; hi++)
-            for (int ri = 0; ri < 2; ri++) {
-                const int T = Ts[ti], Hkv = 2, Hq = Hkv * ratios[ri];
-                test_attention(T <= 128 ? 2 : 1, T, Hq, Hkv, hds[hi]);
-            }
-    test_attention(2, 77, 4, 2, 32); /* the tiny config's head dim */
+    static const int ratios[] = {1, 2, 4, 8};
+    static const int short_Ts[] = {1, 17, 128, 333};
+    for (int hi = 0; hi < 2; hi++) {
+        for (int ti = 0; ti < 4; ti++)
+            for (int ri = 0; ri < 4; ri++) test_attention(2, short_Ts[ti], 2 * ratios[ri], 2, hds[hi]);
+        if (quick) continue;
+        test_attention(1, 2048, 2, 2, hds[hi]);
+        test_attention(1, 2048, 8, 2, hds[hi]);
+        test_attention(1, 4096, 8, 1, hds[hi]);
+    }
+    test_attention(2, 77, 4, 2, 32);   /* the tiny config's head dim */
     test_attention(1, 200, 32, 8, 64); /* the 1B config's heads */
     return test_summary();
 }

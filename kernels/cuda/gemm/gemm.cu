@@ -27,10 +27,12 @@ static ge_encode_tiled_fn ge_encode_tiled(void) {
     return fn;
 }
 
-CUtensorMap ge_tensor_map(const char *what, const void *base, uint64_t inner, uint64_t outer, uint64_t ld,
-                          uint32_t box_inner, uint32_t box_outer) {
+/* A bf16 tensor map of `batches` x `outer` rows of `inner` elements (row stride ld, batch stride batch_ld elements),
+ * rank 2 (batches == 0) or 3, 128-byte swizzle, zero fill. */
+static CUtensorMap tensor_map(const char *what, const void *base, uint64_t inner, uint64_t outer, uint64_t ld,
+                              uint64_t batches, uint64_t batch_ld, uint32_t box_inner, uint32_t box_outer) {
     char msg[256];
-    if (((uintptr_t)base & 15) != 0 || (ld * 2) % 16 != 0 || ld < inner) {
+    if (((uintptr_t)base & 15) != 0 || (ld * 2) % 16 != 0 || ld < inner || (batches && (batch_ld * 2) % 16 != 0)) {
         snprintf(msg, sizeof msg,
                  "TMA needs a 16-byte aligned base and a row stride that is a multiple of 8 elements and at least "
                  "the row length (base %p, row length %llu, stride %llu)",
@@ -38,19 +40,31 @@ CUtensorMap ge_tensor_map(const char *what, const void *base, uint64_t inner, ui
         ge_fail(what, msg);
     }
     CUtensorMap map;
-    const cuuint64_t dims[2] = {inner, outer};
-    const cuuint64_t strides[1] = {ld * 2};
-    const cuuint32_t box[2] = {box_inner, box_outer};
-    const cuuint32_t estrides[2] = {1, 1};
-    CUresult r = ge_encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)base, dims, strides, box,
+    const cuuint32_t rank = batches ? 3 : 2;
+    const cuuint64_t dims[3] = {inner, outer, batches};
+    const cuuint64_t strides[2] = {ld * 2, batch_ld * 2};
+    const cuuint32_t box[3] = {box_inner, box_outer, 1};
+    const cuuint32_t estrides[3] = {1, 1, 1};
+    CUresult r = ge_encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank, (void *)base, dims, strides, box,
                                    estrides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
     if (r != CUDA_SUCCESS) {
-        snprintf(msg, sizeof msg, "cuTensorMapEncodeTiled failed (error %d) for %llu x %llu, stride %llu", (int)r,
-                 (unsigned long long)outer, (unsigned long long)inner, (unsigned long long)ld);
+        snprintf(msg, sizeof msg, "cuTensorMapEncodeTiled failed (error %d) for %llu x %llu x %llu, stride %llu", (int)r,
+                 (unsigned long long)batches, (unsigned long long)outer, (unsigned long long)inner,
+                 (unsigned long long)ld);
         ge_fail(what, msg);
     }
     return map;
+}
+
+CUtensorMap ge_tensor_map(const char *what, const void *base, uint64_t inner, uint64_t outer, uint64_t ld,
+                          uint32_t box_inner, uint32_t box_outer) {
+    return tensor_map(what, base, inner, outer, ld, 0, 0, box_inner, box_outer);
+}
+
+CUtensorMap ge_tensor_map_batched(const char *what, const void *base, uint64_t inner, uint64_t outer, uint64_t ld,
+                                  uint64_t batches, uint32_t box_inner, uint32_t box_outer) {
+    return tensor_map(what, base, inner, outer, ld, batches, outer * ld, box_inner, box_outer);
 }
 
 int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int cols, int M, int N, long ld) {

@@ -90,6 +90,7 @@
 #include <string.h>
 
 #include "kernels/cuda/gemm/gemm.h"
+#include "kernels/cuda/gemm/gemm_maps.h"
 #include "kernels/cuda/gemm/gemm_epilogue.cuh"
 #include "kernels/cuda/gemm/gemm_ptx.cuh"
 
@@ -100,21 +101,7 @@
 #define GE_THREADS 384
 #define GE_SMEM_LIMIT 232448 /* dynamic shared memory a block can opt into on sm_90 (227 KB) */
 
-/* ---------------------------------------------------------------- host helpers (gemm.cu) */
-
-/* A failed engine call: the backend's checked-call failure, which names the call, the file and the line. */
-void cuda_fail(const char *what, const char *detail, const char *file, int line);
-#define ge_fail(what, detail) cuda_fail((what), (detail), __FILE__, __LINE__)
-
-/* A 2-D bf16 tensor map of `outer` rows of `inner` elements (row stride ld elements), box box_inner x box_outer,
- * 128-byte swizzle, zero fill. `what` names the operand in the error message if TMA cannot describe it. */
-CUtensorMap ge_tensor_map(const char *what, const void *base, uint64_t inner, uint64_t outer, uint64_t ld,
-                          uint32_t box_inner, uint32_t box_outer);
-/* The store map of a GeOut: [M, N] of bf16 (elem_bytes 2) or fp32 (4), row stride ld, box `cols` columns x 64 rows,
- * laid out as gemm_epilogue.cuh's staging slots (ge_stage_off, ge_stage_off_half). Returns 0 (map unusable) where
- * TMA cannot describe the matrix. */
-int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int cols, int M, int N, long ld);
-int ge_num_sms(void);
+/* ---------------------------------------------------------------- host helpers (gemm.cu; tensor maps in gemm_maps.h) */
 
 /* An output for an epilogue program's Params: through TMA where the matrix allows it, else direct stores. */
 template <class O>

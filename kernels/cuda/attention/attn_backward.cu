@@ -1,0 +1,363 @@
+/* attn_backward.cu: causal grouped-query attention backward on Hopper, head dim 64 and 128 (docs/DESIGN.md,
+ * "Attention"), deterministic: every output element is written once by one thread, no atomics. With
+ * P = exp(S scale - lse) recomputed and D_q = <dy_q, y_q>:
+ *   dV_k = sum_q P_qk dy_q,   dK_k = scale sum_q dS_qk q_q,   dQ_q = scale sum_k dS_qk k_k,   dS = P (dy.v - D_q).
+ * Three kernels:
+ *   prep: per (sequence, query head) rows of L = lse log2(e) and D, padded to a whole number of 128-row tiles
+ *     (L = +inf, so P = 0, and D = 0 past T), which the other two read by bulk copy or directly;
+ *   dK/dV: one CTA per (128-key block, KV head, sequence), 64 keys per consumer warpgroup, K and V resident; it
+ *     loops over the group's query heads and the 64-query blocks at or after its keys (a producer thread streams Q,
+ *     dy, L and D blocks by TMA), computing S^T = K Q^T and dP^T = V dy^T on wgmma with keys as rows, so that
+ *     P^T and dS^T are register A operands of dV += P^T dy and dK += dS^T Q (Q and dy read MN-major); dK and dV
+ *     stay in registers across the group, so GQA needs no reduction;
+ *   dQ: one CTA per (128-query tile, query head, sequence), Q and dy resident, streaming 64-key K/V blocks up to the
+ *     diagonal: S = Q K^T, dP = dy V^T, dQ += dS K (K read MN-major).
+ * Their stores carry the tail (attn_tiles.cuh's AttnTail: RoPE backward, r and the row dots c) when the fused
+ * table asks for it, and go through the resident tiles' own rows to TMA stores. */
+#include "kernels/cuda/attention/attn_tiles.cuh"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemm/gemm_maps.h"
+
+#define ATTN_PAD 128 /* L and D rows are padded to a multiple of this */
+
+struct AttnBwdParams {
+    CUtensorMap qkv;  /* [B][T][(Hq + 2 Hkv) hd], box 64 x 128 (dK/dV: K and V; dQ: Q) */
+    CUtensorMap qkv64; /* the same, box 64 x 64 (dK/dV: Q blocks; dQ: K and V blocks) */
+    CUtensorMap dy;   /* [B][T][Hq hd], box 64 x 128 (dQ) */
+    CUtensorMap dy64; /* the same, box 64 x 64 (dK/dV) */
+    CUtensorMap dqkv; /* [B][T][(Hq + 2 Hkv) hd], box 64 x 64 (stores) */
+    const float *L, *D; /* [B Hq][Tpad] */
+    int T, Tpad, Hq, Hkv;
+    float scale, scale_log2;
+    AttnTail tail;
+};
+
+/* L and D rows (HD/8 threads per row, 8 columns each). */
+template <int HD>
+__global__ void attn_bwd_prep_kernel(const bf16 *y, const bf16 *dy, const float *lse, float *L, float *D, int B,
+                                     int T, int Tpad, int Hq) {
+    constexpr int G = HD / 8;
+    const long idx = (blockIdx.x * (long)blockDim.x + threadIdx.x) / G, n = (long)B * Hq * Tpad;
+    const int part = threadIdx.x % G;
+    const long at_idx = idx < n ? idx : 0;
+    const int t = (int)(at_idx % Tpad);
+    const long bh = at_idx / Tpad;
+    const bool live = idx < n && t < T;
+    const long row = (bh / Hq) * T + (live ? t : 0), h = bh % Hq;
+    float a[8], c[8], s = 0.0f;
+    const long at = row * Hq * HD + h * HD + part * 8;
+    load8(y + at, 8, true, a);
+    load8(dy + at, 8, true, c);
+#pragma unroll
+    for (int i = 0; i < 8; i++) s = fmaf(a[i], c[i], s);
+#pragma unroll
+    for (int o = G / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (idx < n && part == 0) {
+        L[idx] = live ? lse[bh * T + t] * ATTN_LOG2E : INFINITY;
+        D[idx] = live ? s : 0.0f;
+    }
+}
+
+/* ---------------------------------------------------------------- dK / dV */
+
+template <int HD>
+struct AttnDkdvShape {
+    static constexpr int BK = 128, BQ = 64; /* keys per CTA (64 per consumer), queries per stage */
+    static constexpr int kStages = HD == 64 ? 4 : 3;
+    using KV = AttnTile<HD, BK>;
+    using Q = AttnTile<HD, BQ>;
+    static constexpr int kStageBytes = 2 * Q::kBytes; /* Q and dy blocks */
+    static constexpr int oV = KV::kBytes, oStage = 2 * KV::kBytes, oLD = oStage + kStages * kStageBytes;
+    static constexpr int oBar = oLD + kStages * 2 * BQ * 4;
+    static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
+};
+
+template <int HD>
+__global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dkdv_kernel(const __grid_constant__ AttnBwdParams p) {
+    using L = AttnDkdvShape<HD>;
+    constexpr int S = L::kStages, BK = L::BK, BQ = L::BQ;
+    extern __shared__ uint8_t attn_smem_raw[];
+    uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(attn_smem_raw) + 1023) & ~uintptr_t(1023));
+    uint8_t *sK = smem, *sV = smem + L::oV;
+    float *sLD = reinterpret_cast<float *>(smem + L::oLD); /* per stage: L[BQ], D[BQ] */
+    uint64_t *kv_full = reinterpret_cast<uint64_t *>(smem + L::oBar), *full = kv_full + 1, *empty = full + S;
+    /* KV heads fastest, then sequences, then key blocks from the first (the most query blocks after it) on */
+    const int kv = blockIdx.x, b = blockIdx.y, kb = blockIdx.z, group = p.Hq / p.Hkv;
+    const int q_first = kb * BK / BQ, nq = (p.T + BQ - 1) / BQ - q_first, n_it = group * nq;
+
+    if (threadIdx.x == 0) {
+        mbar_init(kv_full, 1);
+        for (int s = 0; s < S; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (threadIdx.x < 128) {
+        setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            mbar_arrive_expect_tx(kv_full, 2 * L::KV::kBytes);
+            attn_load_tile<HD, BK>(sK, &p.qkv, kv_full, (p.Hq + kv) * HD, kb * BK, b);
+            attn_load_tile<HD, BK>(sV, &p.qkv, kv_full, (p.Hq + p.Hkv + kv) * HD, kb * BK, b);
+            for (int it = 0; it < n_it; it++) {
+                const int s = it % S, h = kv * group + it / nq, qb = q_first + it % nq;
+                const uint32_t ph = (it / S) & 1;
+                uint8_t *st = smem + L::oStage + s * L::kStageBytes;
+                const long ld_row = ((long)b * p.Hq + h) * p.Tpad + qb * BQ;
+                mbar_wait(&empty[s], ph ^ 1);
+                mbar_arrive_expect_tx(&full[s], L::kStageBytes + 2 * BQ * 4);
+                attn_load_tile<HD, BQ>(st, &p.qkv64, &full[s], h * HD, qb * BQ, b);
+                attn_load_tile<HD, BQ>(st + L::Q::kBytes, &p.dy64, &full[s], h * HD, qb * BQ, b);
+                bulk_load(sLD + s * 2 * BQ, p.L + ld_row, BQ * 4, &full[s]);
+                bulk_load(sLD + s * 2 * BQ + BQ, p.D + ld_row, BQ * 4, &full[s]);
+            }
+        }
+        return;
+    }
+
+    setmaxnreg_inc<240>();
+    const int c = threadIdx.x / 128 - 1, wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
+    const int row0 = 64 * c, key0 = kb * BK + row0;
+    int key[2]; /* this thread's two keys */
+    key[0] = key0 + 16 * warp + (lane >> 2);
+    key[1] = key[0] + 8;
+    float dk[HD / 2], dv[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) dk[i] = dv[i] = 0.0f;
+    mbar_wait(kv_full, 0);
+
+    for (int it = 0; it < n_it; it++) {
+        const int s = it % S, qmin = (q_first + it % nq) * BQ;
+        const uint32_t ph = (it / S) & 1;
+        const uint8_t *sQ = smem + L::oStage + s * L::kStageBytes, *sdy = sQ + L::Q::kBytes;
+        const float *sL = sLD + s * 2 * BQ, *sD = sL + BQ;
+        mbar_wait(&full[s], ph);
+        if (qmin + BQ - 1 >= key0) { /* else every query of the block is before every key of this consumer */
+            float st[BQ / 2], dpt[BQ / 2];
+            wgmma_fence();
+            attn_mma_abt<HD, BK, BQ>(st, sK, row0, sQ);
+            attn_mma_abt<HD, BK, BQ>(dpt, sV, row0, sdy);
+            wgmma_commit();
+            attn_wgmma_wait<BQ / 2>(st);
+            attn_wgmma_wait<BQ / 2>(dpt);
+            const bool diagonal = qmin < key0 + 63;
+#pragma unroll
+            for (int i = 0; i < BQ / 2; i++) {
+                const int col = attn_frag_col(i, lane);
+                float pv = attn_exp2(st[i] * p.scale_log2 - sL[col]);
+                if (diagonal && qmin + col < key[attn_frag_half(i)]) pv = 0.0f;
+                st[i] = pv;
+                dpt[i] = pv * (dpt[i] - sD[col]);
+            }
+            uint32_t pa[BQ / 4], da[BQ / 4];
+            attn_pack<BQ>(st, pa);
+            attn_pack<BQ>(dpt, da);
+            wgmma_fence();
+            attn_mma_pv<HD, BQ>(dv, pa, sdy, true);
+            attn_mma_pv<HD, BQ>(dk, da, sQ, true);
+            wgmma_commit();
+            attn_wgmma_wait<HD / 2>(dv);
+            attn_wgmma_wait<HD / 2>(dk);
+        }
+        if (lane == 0) mbar_arrive(&empty[s]);
+    }
+
+    /* this consumer's K and V rows were read by its own wgmmas only, all complete: they take dK and dV */
+    attn_stage_grad<HD, BK>(sK, row0, dk, p.scale, p.tail, true, p.Hq + kv, kb * BK, b, p.T, warp, lane);
+    attn_stage_grad<HD, BK>(sV, row0, dv, 1.0f, p.tail, false, p.Hq + p.Hkv + kv, kb * BK, b, p.T, warp, lane);
+    fence_proxy_async_shared();
+    named_bar_sync(1 + c, 128);
+    if (wtid == 0) {
+#pragma unroll
+        for (int x = 0; x < L::KV::kBoxes; x++) {
+            const int off = x * L::KV::kBoxBytes + row0 * 128;
+            tma_store_3d(&p.dqkv, smem_u32(sK + off), (p.Hq + kv) * HD + 64 * x, key0, b);
+            tma_store_3d(&p.dqkv, smem_u32(sV + off), (p.Hq + p.Hkv + kv) * HD + 64 * x, key0, b);
+        }
+        bulk_commit();
+        bulk_wait<0>();
+    }
+}
+
+/* ---------------------------------------------------------------- dQ */
+
+template <int HD>
+struct AttnDqShape {
+    static constexpr int BM = 128, BN = 64; /* queries per CTA (64 per consumer), keys per stage */
+    static constexpr int kStages = HD == 64 ? 4 : 2;
+    using Q = AttnTile<HD, BM>;
+    using KV = AttnTile<HD, BN>;
+    static constexpr int kStageBytes = 2 * KV::kBytes; /* K and V blocks */
+    static constexpr int odY = Q::kBytes, oStage = 2 * Q::kBytes, oBar = oStage + kStages * kStageBytes;
+    static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
+};
+
+template <int HD>
+__global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dq_kernel(const __grid_constant__ AttnBwdParams p) {
+    using L = AttnDqShape<HD>;
+    constexpr int S = L::kStages, BM = L::BM, BN = L::BN;
+    extern __shared__ uint8_t attn_smem_raw[];
+    uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(attn_smem_raw) + 1023) & ~uintptr_t(1023));
+    uint8_t *sQ = smem, *sdy = smem + L::odY;
+    uint64_t *q_full = reinterpret_cast<uint64_t *>(smem + L::oBar), *full = q_full + 1, *empty = full + S;
+    /* heads fastest, then sequences, then query tiles from the last (the most key blocks before it) down */
+    const int h = blockIdx.x, b = blockIdx.y, qt = gridDim.z - 1 - blockIdx.z, kv = h / (p.Hq / p.Hkv);
+    const int nk_causal = (qt + 1) * BM / BN, nk_seq = (p.T + BN - 1) / BN;
+    const int n_blocks = nk_causal < nk_seq ? nk_causal : nk_seq;
+
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 1);
+        for (int s = 0; s < S; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], 8);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (threadIdx.x < 128) {
+        setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            mbar_arrive_expect_tx(q_full, 2 * L::Q::kBytes);
+            attn_load_tile<HD, BM>(sQ, &p.qkv, q_full, h * HD, qt * BM, b);
+            attn_load_tile<HD, BM>(sdy, &p.dy, q_full, h * HD, qt * BM, b);
+            for (int j = 0; j < n_blocks; j++) {
+                const int s = j % S;
+                const uint32_t ph = (j / S) & 1;
+                uint8_t *st = smem + L::oStage + s * L::kStageBytes;
+                mbar_wait(&empty[s], ph ^ 1);
+                mbar_arrive_expect_tx(&full[s], L::kStageBytes);
+                attn_load_tile<HD, BN>(st, &p.qkv64, &full[s], (p.Hq + kv) * HD, j * BN, b);
+                attn_load_tile<HD, BN>(st + L::KV::kBytes, &p.qkv64, &full[s], (p.Hq + p.Hkv + kv) * HD, j * BN, b);
+            }
+        }
+        return;
+    }
+
+    setmaxnreg_inc<240>();
+    const int c = threadIdx.x / 128 - 1, wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
+    const int row0 = 64 * c, q0 = qt * BM + row0;
+    int q[2];
+    float lr[2], dr[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        q[hh] = q0 + 16 * warp + (lane >> 2) + 8 * hh;
+        const long at = ((long)b * p.Hq + h) * p.Tpad + q[hh]; /* q < Tpad: tiles of 128 rows */
+        lr[hh] = p.L[at];
+        dr[hh] = p.D[at];
+    }
+    float dq[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) dq[i] = 0.0f;
+    mbar_wait(q_full, 0);
+
+    for (int j = 0; j < n_blocks; j++) {
+        const int s = j % S;
+        const uint32_t ph = (j / S) & 1;
+        const uint8_t *sK = smem + L::oStage + s * L::kStageBytes, *sV = sK + L::KV::kBytes;
+        mbar_wait(&full[s], ph);
+        if (j * BN <= q0 + 63) { /* else every key of the block is after every query of this consumer */
+            float sc[BN / 2], dp[BN / 2];
+            wgmma_fence();
+            attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK);
+            attn_mma_abt<HD, BM, BN>(dp, sdy, row0, sV);
+            wgmma_commit();
+            attn_wgmma_wait<BN / 2>(sc);
+            attn_wgmma_wait<BN / 2>(dp);
+            const bool diagonal = j * BN + BN - 1 > q0;
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) {
+                const int hh = attn_frag_half(i);
+                float pv = attn_exp2(sc[i] * p.scale_log2 - lr[hh]);
+                if (diagonal && j * BN + attn_frag_col(i, lane) > q[hh]) pv = 0.0f;
+                dp[i] = pv * (dp[i] - dr[hh]);
+            }
+            uint32_t da[BN / 4];
+            attn_pack<BN>(dp, da);
+            wgmma_fence();
+            attn_mma_pv<HD, BN>(dq, da, sK, true);
+            wgmma_commit();
+            attn_wgmma_wait<HD / 2>(dq);
+        }
+        if (lane == 0) mbar_arrive(&empty[s]);
+    }
+
+    attn_stage_grad<HD, BM>(sQ, row0, dq, p.scale, p.tail, true, h, qt * BM, b, p.T, warp, lane);
+    fence_proxy_async_shared();
+    named_bar_sync(1 + c, 128);
+    if (wtid == 0) {
+#pragma unroll
+        for (int x = 0; x < L::Q::kBoxes; x++)
+            tma_store_3d(&p.dqkv, smem_u32(sQ + x * L::Q::kBoxBytes + row0 * 128), h * HD + 64 * x, q0, b);
+        bulk_commit();
+        bulk_wait<0>();
+    }
+}
+
+/* ---------------------------------------------------------------- launch */
+
+template <class Kernel>
+static void attn_set_smem(Kernel kernel, int bytes, bool &done) {
+    if (!done) {
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        done = true;
+    }
+}
+
+template <int HD>
+static void launch_bwd(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, AttnTail tail,
+                       float *ws, int B, int T, int Hq, int Hkv) {
+    const long ld = (long)(Hq + 2 * Hkv) * HD, ldy = (long)Hq * HD;
+    const int Tpad = cdiv(T, ATTN_PAD) * ATTN_PAD;
+    const long n_ld = (long)B * Hq * Tpad;
+    float *Lb = ws, *Db = ws + n_ld;
+    AttnBwdParams p;
+    p.qkv = ge_tensor_map_batched("attention_backward: qkv", qkv, ld, T, ld, B, 64, 128);
+    p.qkv64 = ge_tensor_map_batched("attention_backward: qkv", qkv, ld, T, ld, B, 64, 64);
+    p.dy = ge_tensor_map_batched("attention_backward: dy", dy, ldy, T, ldy, B, 64, 128);
+    p.dy64 = ge_tensor_map_batched("attention_backward: dy", dy, ldy, T, ldy, B, 64, 64);
+    p.dqkv = ge_tensor_map_batched("attention_backward: dqkv", dqkv, ld, T, ld, B, 64, 64);
+    p.L = Lb;
+    p.D = Db;
+    p.T = T;
+    p.Tpad = Tpad;
+    p.Hq = Hq;
+    p.Hkv = Hkv;
+    p.scale = 1.0f / sqrtf((float)HD);
+    p.scale_log2 = p.scale * ATTN_LOG2E;
+    p.tail = tail;
+
+    const long threads = n_ld * (HD / 8);
+    attn_bwd_prep_kernel<HD><<<cdiv(threads, 256), 256>>>((const bf16 *)y, (const bf16 *)dy, lse, Lb, Db, B, T,
+                                                           Tpad, Hq);
+    LAUNCH_CHECK("attn_bwd_prep_kernel");
+
+    using K = AttnDkdvShape<HD>;
+    static bool dkdv_smem;
+    attn_set_smem(attn_dkdv_kernel<HD>, K::kSmem, dkdv_smem);
+    attn_dkdv_kernel<HD><<<dim3(Hkv, B, cdiv(T, K::BK)), ATTN_THREADS, K::kSmem>>>(p);
+    LAUNCH_CHECK("attn_dkdv_kernel");
+
+    using Q = AttnDqShape<HD>;
+    static bool dq_smem;
+    attn_set_smem(attn_dq_kernel<HD>, Q::kSmem, dq_smem);
+    attn_dq_kernel<HD><<<dim3(Hq, B, cdiv(T, Q::BM)), ATTN_THREADS, Q::kSmem>>>(p);
+    LAUNCH_CHECK("attn_dq_kernel");
+}
+
+extern "C" void attn_hopper_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
+                                     const float *r, const float *rope_cos, const float *rope_sin, float *c, int B,
+                                     int T, int Hq, int Hkv, int hd) {
+    if (B <= 0 || T <= 0) return;
+    const int M = B * T, nslots = Hq + 2 * Hkv;
+    const size_t n_ld = (size_t)B * Hq * (cdiv(T, ATTN_PAD) * ATTN_PAD);
+    float *ws = (float *)cuda_workspace((2 * n_ld + (r ? (size_t)M * nslots : 0)) * sizeof(float));
+    const AttnTail tail = {r, rope_cos, rope_sin, r ? ws + 2 * n_ld : NULL, nslots};
+    if (hd == 64) launch_bwd<64>(qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
+    else if (hd == 128) launch_bwd<128>(qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
+    else cuda_fail("attn_hopper_backward", "head_dim must be 64 or 128", __FILE__, __LINE__);
+    if (r) cuda_row_sum(tail.cpart, nslots, M, c);
+}

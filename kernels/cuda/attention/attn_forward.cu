@@ -1,0 +1,191 @@
+/* attn_forward.cu: causal grouped-query attention forward on Hopper, head dim 64 and 128 (docs/DESIGN.md,
+ * "Attention"). One CTA per (128-query tile, query head, sequence): a producer warpgroup whose one thread loads the
+ * query tile once and the tile's K and V blocks of 128 keys by TMA into a ring of stages; two consumer warpgroups,
+ * 64 queries each, computing S = Q K^T on wgmma from shared memory, the online softmax (base 2) in registers, and
+ * O += P V with P as the register A operand, V read MN-major from the same tile the load wrote. Only the diagonal
+ * key block is masked; blocks after it are never loaded. The output goes through the consumer's own query rows in
+ * shared memory to one TMA store; lse (natural log) is kept for the backward. K/V are read in place for every query
+ * head of their group. */
+#include "kernels/cuda/attention/attn_tiles.cuh"
+#include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemm/gemm_maps.h"
+
+template <int HD>
+struct AttnFwdShape {
+    static constexpr int BM = 128, BN = 128; /* queries per CTA (64 per consumer), keys per K/V block */
+    static constexpr int kStages = 2;
+    using Q = AttnTile<HD, BM>;
+    using KV = AttnTile<HD, BN>;
+    static constexpr int oK = Q::kBytes, oV = oK + kStages * KV::kBytes, oBar = oV + kStages * KV::kBytes;
+    static constexpr int kSmem = oBar + (1 + 4 * kStages) * 8 + 1024; /* + slack to align the base to 1 KB */
+    static_assert(BM == BN, "the diagonal key block is the query tile's own");
+};
+
+struct AttnFwdParams {
+    CUtensorMap qkv; /* [B][T][(Hq + 2 Hkv) hd], box 64 x 128 */
+    CUtensorMap y;   /* [B][T][Hq hd], box 64 x 64 */
+    float *lse;      /* [B, Hq, T] */
+    int T, Hq, Hkv;
+    float scale_log2; /* log2(e) / sqrt(hd) */
+};
+
+template <int HD>
+__global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_constant__ AttnFwdParams p) {
+    using L = AttnFwdShape<HD>;
+    constexpr int S = L::kStages, BM = L::BM, BN = L::BN;
+    extern __shared__ uint8_t attn_smem_raw[];
+    uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(attn_smem_raw) + 1023) & ~uintptr_t(1023));
+    uint8_t *sQ = smem, *sK = smem + L::oK, *sV = smem + L::oV;
+    uint64_t *q_full = reinterpret_cast<uint64_t *>(smem + L::oBar);
+    uint64_t *k_full = q_full + 1, *v_full = k_full + S, *k_empty = v_full + S, *v_empty = k_empty + S;
+    /* heads fastest, then sequences, then query tiles from the longest (most key blocks) down */
+    const int h = blockIdx.x, b = blockIdx.y, qt = gridDim.z - 1 - blockIdx.z, kv = h / (p.Hq / p.Hkv);
+    const int n_blocks = qt + 1;
+
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 1);
+        for (int s = 0; s < S; s++) {
+            mbar_init(&k_full[s], 1);
+            mbar_init(&v_full[s], 1);
+            mbar_init(&k_empty[s], 8); /* lane 0 of each consumer warp */
+            mbar_init(&v_empty[s], 8);
+        }
+        mbar_fence_init();
+    }
+    __syncthreads();
+
+    if (threadIdx.x < 128) {
+        /* ---------------- producer */
+        setmaxnreg_dec<24>();
+        if (threadIdx.x == 0) {
+            tma_prefetch_desc(&p.qkv);
+            mbar_arrive_expect_tx(q_full, L::Q::kBytes);
+            attn_load_tile<HD, BM>(sQ, &p.qkv, q_full, h * HD, qt * BM, b);
+            const int kcol = (p.Hq + kv) * HD, vcol = (p.Hq + p.Hkv + kv) * HD;
+            for (int j = 0; j < n_blocks; j++) {
+                const int s = j % S;
+                const uint32_t ph = (j / S) & 1;
+                mbar_wait(&k_empty[s], ph ^ 1);
+                mbar_arrive_expect_tx(&k_full[s], L::KV::kBytes);
+                attn_load_tile<HD, BN>(sK + s * L::KV::kBytes, &p.qkv, &k_full[s], kcol, j * BN, b);
+                mbar_wait(&v_empty[s], ph ^ 1);
+                mbar_arrive_expect_tx(&v_full[s], L::KV::kBytes);
+                attn_load_tile<HD, BN>(sV + s * L::KV::kBytes, &p.qkv, &v_full[s], vcol, j * BN, b);
+            }
+        }
+        return;
+    }
+
+    /* ---------------- consumers: rows row0 .. row0 + 63 of the query tile */
+    setmaxnreg_inc<240>();
+    const int c = threadIdx.x / 128 - 1, wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
+    const int row0 = 64 * c;
+    int q[2]; /* this thread's two query positions */
+    q[0] = qt * BM + row0 + 16 * warp + (lane >> 2);
+    q[1] = q[0] + 8;
+
+    float o[HD / 2];
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* running max (scaled, base 2) and partial sum */
+    mbar_wait(q_full, 0);
+
+    for (int j = 0; j < n_blocks; j++) {
+        const int s = j % S;
+        const uint32_t ph = (j / S) & 1;
+        float sc[BN / 2];
+        mbar_wait(&k_full[s], ph);
+        wgmma_fence();
+        attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK + s * L::KV::kBytes);
+        wgmma_commit();
+        attn_wgmma_wait<BN / 2>(sc);
+        if (lane == 0) mbar_arrive(&k_empty[s]);
+
+        /* online softmax: every row has an unmasked key in block 0, so the maxima are finite */
+        const bool diagonal = j == qt;
+        float mx[2] = {m[0], m[1]};
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) {
+            const int hh = attn_frag_half(i);
+            float x = sc[i] * p.scale_log2;
+            if (diagonal && j * BN + attn_frag_col(i, lane) > q[hh]) x = -INFINITY;
+            sc[i] = x;
+            mx[hh] = fmaxf(mx[hh], x);
+        }
+        float alpha[2];
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            mx[hh] = attn_quad_max(mx[hh]);
+            alpha[hh] = attn_exp2(m[hh] - mx[hh]);
+            m[hh] = mx[hh];
+            l[hh] *= alpha[hh];
+        }
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) {
+            const int hh = attn_frag_half(i);
+            sc[i] = attn_exp2(sc[i] - m[hh]);
+            l[hh] += sc[i];
+        }
+#pragma unroll
+        for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
+        uint32_t pa[BN / 4];
+        attn_pack<BN>(sc, pa);
+
+        mbar_wait(&v_full[s], ph);
+        wgmma_fence();
+        attn_mma_pv<HD, BN>(o, pa, sV + s * L::KV::kBytes, true);
+        wgmma_commit();
+        attn_wgmma_wait<HD / 2>(o);
+        if (lane == 0) mbar_arrive(&v_empty[s]);
+    }
+
+    float inv[2];
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const float sum = attn_quad_sum(l[hh]);
+        inv[hh] = 1.0f / sum;
+        if ((lane & 3) == 0 && q[hh] < p.T)
+            p.lse[((long)b * p.Hq + h) * p.T + q[hh]] = (m[hh] + log2f(sum)) * (1.0f / ATTN_LOG2E);
+    }
+#pragma unroll
+    for (int i = 0; i < HD / 2; i++) o[i] *= inv[attn_frag_half(i)];
+    /* the consumer's query rows are read by its own wgmmas only, all complete: they take the output tile */
+    attn_stage_tile<HD, BM>(sQ, row0, o, 1.0f, warp, lane);
+    fence_proxy_async_shared();
+    named_bar_sync(1 + c, 128);
+    if (wtid == 0) {
+#pragma unroll
+        for (int x = 0; x < L::Q::kBoxes; x++)
+            tma_store_3d(&p.y, smem_u32(sQ + x * L::Q::kBoxBytes + row0 * 128), h * HD + 64 * x, qt * BM + row0, b);
+        bulk_commit();
+        bulk_wait<0>();
+    }
+}
+
+template <int HD>
+static void launch_fwd(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv) {
+    using L = AttnFwdShape<HD>;
+    const long ld = (long)(Hq + 2 * Hkv) * HD, ldy = (long)Hq * HD;
+    AttnFwdParams p;
+    p.qkv = ge_tensor_map_batched("attention_forward: qkv", qkv, ld, T, ld, B, 64, L::BM);
+    p.y = ge_tensor_map_batched("attention_forward: y", y, ldy, T, ldy, B, 64, 64);
+    p.lse = lse;
+    p.T = T;
+    p.Hq = Hq;
+    p.Hkv = Hkv;
+    p.scale_log2 = ATTN_LOG2E / sqrtf((float)HD);
+    static bool smem_set;
+    if (!smem_set) {
+        CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
+        smem_set = true;
+    }
+    attn_fwd_kernel<HD><<<dim3(Hq, B, cdiv(T, L::BM)), ATTN_THREADS, L::kSmem>>>(p);
+    LAUNCH_CHECK("attn_fwd_kernel");
+}
+
+extern "C" void attn_hopper_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd) {
+    if (hd == 64) launch_fwd<64>(qkv, y, lse, B, T, Hq, Hkv);
+    else if (hd == 128) launch_fwd<128>(qkv, y, lse, B, T, Hq, Hkv);
+    else cuda_fail("attn_hopper_forward", "head_dim must be 64 or 128", __FILE__, __LINE__);
+}
