@@ -39,7 +39,7 @@ int main(int argc, char **argv) {
     float *lse = dalloc((size_t)B * Hq * T * sizeof(float));
     double *tf = halloc(iters * sizeof(double)), *tb = halloc(iters * sizeof(double));
     enum { REPS = 10 };
-    for (int i = -3; i < iters; i++) { /* 3 warm-up samples */
+    for (int i = -3; i < iters; i++) { /* 3 warm-up samples (30 calls) */
         kg->synchronize();
         double t0 = now_ms();
         for (int r = 0; r < REPS; r++) kg->attention_forward(qkv, y, lse, B, T, Hq, Hkv, hd);

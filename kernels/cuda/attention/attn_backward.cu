@@ -4,14 +4,14 @@
  *   dV_k = sum_q P_qk dy_q,   dK_k = scale sum_q dS_qk q_q,   dQ_q = scale sum_k dS_qk k_k,   dS = P (dy.v - D_q).
  * Three kernels:
  *   prep: per (sequence, query head) rows of L = lse log2(e) and D, padded to a whole number of 128-row tiles
- *     (L = +inf, so P = 0, and D = 0 past T), which the other two read by bulk copy or directly;
+ *     (L = +inf, so P = 0, and D = 0 past T), which the other two read from global memory (L2);
  *   dK/dV: one CTA per (128-key block, KV head, sequence), 64 keys per consumer warpgroup, K and V resident; it
- *     loops over the group's query heads and the 64-query blocks at or after its keys (a producer thread streams Q,
- *     dy, L and D blocks by TMA), computing S^T = K Q^T and dP^T = V dy^T on wgmma with keys as rows, so that
- *     P^T and dS^T are register A operands of dV += P^T dy and dK += dS^T Q (Q and dy read MN-major); dK and dV
- *     stay in registers across the group, so GQA needs no reduction;
- *   dQ: one CTA per (128-query tile, query head, sequence), Q and dy resident, streaming 64-key K/V blocks up to the
- *     diagonal: S = Q K^T, dP = dy V^T, dQ += dS K (K read MN-major).
+ *     loops over the group's query heads and the query blocks (128 queries at head dim 64, 64 at 128) at or after
+ *     its keys (a producer thread streams Q and dy blocks by TMA), computing S^T = K Q^T and dP^T = V dy^T
+ *     on wgmma with keys as rows, so that P^T and dS^T are register A operands of dV += P^T dy and dK += dS^T Q
+ *     (Q and dy read MN-major); dK and dV stay in registers across the group, so GQA needs no reduction;
+ *   dQ: one CTA per (128-query tile, query head, sequence), Q and dy resident, streaming K/V blocks (128 keys at
+ *     head dim 64, 64 at 128) up to the diagonal: S = Q K^T, dP = dy V^T, dQ += dS K (K read MN-major).
  * Their stores carry the tail (attn_tiles.cuh's AttnTail: RoPE backward, r and the row dots c) when the fused
  * table asks for it, and go through the resident tiles' own rows to TMA stores. */
 #include "kernels/cuda/attention/attn_tiles.cuh"
@@ -22,11 +22,9 @@
 #define ATTN_PAD 128 /* L and D rows are padded to a multiple of this */
 
 struct AttnBwdParams {
-    CUtensorMap qkv;  /* [B][T][(Hq + 2 Hkv) hd], box 64 x 128 (dK/dV: K and V; dQ: Q) */
-    CUtensorMap qkv64; /* the same, box 64 x 64 (dK/dV: Q blocks; dQ: K and V blocks) */
-    CUtensorMap dy;   /* [B][T][Hq hd], box 64 x 128 (dQ) */
-    CUtensorMap dy64; /* the same, box 64 x 64 (dK/dV) */
-    CUtensorMap dqkv; /* [B][T][(Hq + 2 Hkv) hd], box 64 x 64 (stores) */
+    CUtensorMap qkv[2]; /* [B][T][(Hq + 2 Hkv) hd], boxes of 64 columns x 64 rows ([0]) or 128 rows ([1]) */
+    CUtensorMap dy[2];  /* [B][T][Hq hd], the same boxes */
+    CUtensorMap dqkv;   /* [B][T][(Hq + 2 Hkv) hd], box 64 x 64 (stores) */
     const float *L, *D; /* [B Hq][Tpad] */
     int T, Tpad, Hq, Hkv;
     float scale, scale_log2;
@@ -63,13 +61,13 @@ __global__ void attn_bwd_prep_kernel(const bf16 *y, const bf16 *dy, const float 
 
 template <int HD>
 struct AttnDkdvShape {
-    static constexpr int BK = 128, BQ = 64; /* keys per CTA (64 per consumer), queries per stage */
+    /* keys per CTA (64 per consumer), queries per stage (at head dim 128, 64: dK and dV fill the registers) */
+    static constexpr int BK = 128, BQ = HD == 64 ? 128 : 64;
     static constexpr int kStages = HD == 64 ? 4 : 3;
     using KV = AttnTile<HD, BK>;
     using Q = AttnTile<HD, BQ>;
     static constexpr int kStageBytes = 2 * Q::kBytes; /* Q and dy blocks */
-    static constexpr int oV = KV::kBytes, oStage = 2 * KV::kBytes, oLD = oStage + kStages * kStageBytes;
-    static constexpr int oBar = oLD + kStages * 2 * BQ * 4;
+    static constexpr int oV = KV::kBytes, oStage = 2 * KV::kBytes, oBar = oStage + kStages * kStageBytes;
     static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
 };
 
@@ -80,7 +78,6 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dkdv_kernel(const __grid
     extern __shared__ uint8_t attn_smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(attn_smem_raw) + 1023) & ~uintptr_t(1023));
     uint8_t *sK = smem, *sV = smem + L::oV;
-    float *sLD = reinterpret_cast<float *>(smem + L::oLD); /* per stage: L[BQ], D[BQ] */
     uint64_t *kv_full = reinterpret_cast<uint64_t *>(smem + L::oBar), *full = kv_full + 1, *empty = full + S;
     /* KV heads fastest, then sequences, then key blocks from the first (the most query blocks after it) on */
     const int kv = blockIdx.x, b = blockIdx.y, kb = blockIdx.z, group = p.Hq / p.Hkv;
@@ -100,19 +97,16 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dkdv_kernel(const __grid
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
             mbar_arrive_expect_tx(kv_full, 2 * L::KV::kBytes);
-            attn_load_tile<HD, BK>(sK, &p.qkv, kv_full, (p.Hq + kv) * HD, kb * BK, b);
-            attn_load_tile<HD, BK>(sV, &p.qkv, kv_full, (p.Hq + p.Hkv + kv) * HD, kb * BK, b);
+            attn_load_tile<HD, BK>(sK, &p.qkv[1], kv_full, (p.Hq + kv) * HD, kb * BK, b);
+            attn_load_tile<HD, BK>(sV, &p.qkv[1], kv_full, (p.Hq + p.Hkv + kv) * HD, kb * BK, b);
             for (int it = 0; it < n_it; it++) {
                 const int s = it % S, h = kv * group + it / nq, qb = q_first + it % nq;
                 const uint32_t ph = (it / S) & 1;
                 uint8_t *st = smem + L::oStage + s * L::kStageBytes;
-                const long ld_row = ((long)b * p.Hq + h) * p.Tpad + qb * BQ;
                 mbar_wait(&empty[s], ph ^ 1);
-                mbar_arrive_expect_tx(&full[s], L::kStageBytes + 2 * BQ * 4);
-                attn_load_tile<HD, BQ>(st, &p.qkv64, &full[s], h * HD, qb * BQ, b);
-                attn_load_tile<HD, BQ>(st + L::Q::kBytes, &p.dy64, &full[s], h * HD, qb * BQ, b);
-                bulk_load(sLD + s * 2 * BQ, p.L + ld_row, BQ * 4, &full[s]);
-                bulk_load(sLD + s * 2 * BQ + BQ, p.D + ld_row, BQ * 4, &full[s]);
+                mbar_arrive_expect_tx(&full[s], L::kStageBytes);
+                attn_load_tile<HD, BQ>(st, &p.qkv[BQ == 128], &full[s], h * HD, qb * BQ, b);
+                attn_load_tile<HD, BQ>(st + L::Q::kBytes, &p.dy[BQ == 128], &full[s], h * HD, qb * BQ, b);
             }
         }
         return;
@@ -130,10 +124,12 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dkdv_kernel(const __grid
     mbar_wait(kv_full, 0);
 
     for (int it = 0; it < n_it; it++) {
-        const int s = it % S, qmin = (q_first + it % nq) * BQ;
+        const int s = it % S, h = kv * group + it / nq, qmin = (q_first + it % nq) * BQ;
         const uint32_t ph = (it / S) & 1;
         const uint8_t *sQ = smem + L::oStage + s * L::kStageBytes, *sdy = sQ + L::Q::kBytes;
-        const float *sL = sLD + s * 2 * BQ, *sD = sL + BQ;
+        /* the block's L and D at this thread's fragment columns 8 j + 2 (lane % 4) (+ 1): float2 j */
+        const float2 *Lq = reinterpret_cast<const float2 *>(p.L + ((long)b * p.Hq + h) * p.Tpad + qmin) + (lane & 3);
+        const float2 *Dq = reinterpret_cast<const float2 *>(p.D + ((long)b * p.Hq + h) * p.Tpad + qmin) + (lane & 3);
         mbar_wait(&full[s], ph);
         if (qmin + BQ - 1 >= key0) { /* else every query of the block is before every key of this consumer */
             float st[BQ / 2], dpt[BQ / 2];
@@ -145,12 +141,16 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dkdv_kernel(const __grid
             attn_wgmma_wait<BQ / 2>(dpt);
             const bool diagonal = qmin < key0 + 63;
 #pragma unroll
-            for (int i = 0; i < BQ / 2; i++) {
-                const int col = attn_frag_col(i, lane);
-                float pv = attn_exp2(st[i] * p.scale_log2 - sL[col]);
-                if (diagonal && qmin + col < key[attn_frag_half(i)]) pv = 0.0f;
-                st[i] = pv;
-                dpt[i] = pv * (dpt[i] - sD[col]);
+            for (int j = 0; j < BQ / 8; j++) {
+                const float2 lc = __ldg(Lq + 4 * j), dc = __ldg(Dq + 4 * j);
+#pragma unroll
+                for (int e = 0; e < 4; e++) { /* element i = 4 j + e: row half e / 2, column pair member e % 2 */
+                    const int i = 4 * j + e, col = attn_frag_col(i, lane);
+                    float pv = attn_exp2(st[i] * p.scale_log2 - (e & 1 ? lc.y : lc.x));
+                    if (diagonal && qmin + col < key[attn_frag_half(i)]) pv = 0.0f;
+                    st[i] = pv;
+                    dpt[i] = pv * (dpt[i] - (e & 1 ? dc.y : dc.x));
+                }
             }
             uint32_t pa[BQ / 4], da[BQ / 4];
             attn_pack<BQ>(st, pa);
@@ -186,7 +186,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dkdv_kernel(const __grid
 
 template <int HD>
 struct AttnDqShape {
-    static constexpr int BM = 128, BN = 64; /* queries per CTA (64 per consumer), keys per stage */
+    /* queries per CTA (64 per consumer), keys per stage (at head dim 128, 64: registers) */
+    static constexpr int BM = 128, BN = HD == 64 ? 128 : 64;
     static constexpr int kStages = HD == 64 ? 4 : 2;
     using Q = AttnTile<HD, BM>;
     using KV = AttnTile<HD, BN>;
@@ -222,16 +223,16 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dq_kernel(const __grid_c
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
             mbar_arrive_expect_tx(q_full, 2 * L::Q::kBytes);
-            attn_load_tile<HD, BM>(sQ, &p.qkv, q_full, h * HD, qt * BM, b);
-            attn_load_tile<HD, BM>(sdy, &p.dy, q_full, h * HD, qt * BM, b);
+            attn_load_tile<HD, BM>(sQ, &p.qkv[1], q_full, h * HD, qt * BM, b);
+            attn_load_tile<HD, BM>(sdy, &p.dy[1], q_full, h * HD, qt * BM, b);
             for (int j = 0; j < n_blocks; j++) {
                 const int s = j % S;
                 const uint32_t ph = (j / S) & 1;
                 uint8_t *st = smem + L::oStage + s * L::kStageBytes;
                 mbar_wait(&empty[s], ph ^ 1);
                 mbar_arrive_expect_tx(&full[s], L::kStageBytes);
-                attn_load_tile<HD, BN>(st, &p.qkv64, &full[s], (p.Hq + kv) * HD, j * BN, b);
-                attn_load_tile<HD, BN>(st + L::KV::kBytes, &p.qkv64, &full[s], (p.Hq + p.Hkv + kv) * HD, j * BN, b);
+                attn_load_tile<HD, BN>(st, &p.qkv[BN == 128], &full[s], (p.Hq + kv) * HD, j * BN, b);
+                attn_load_tile<HD, BN>(st + L::KV::kBytes, &p.qkv[BN == 128], &full[s], (p.Hq + p.Hkv + kv) * HD, j * BN, b);
             }
         }
         return;
@@ -315,10 +316,10 @@ static void launch_bwd(const void *qkv, const void *y, const float *lse, const v
     const long n_ld = (long)B * Hq * Tpad;
     float *Lb = ws, *Db = ws + n_ld;
     AttnBwdParams p;
-    p.qkv = ge_tensor_map_batched("attention_backward: qkv", qkv, ld, T, ld, B, 64, 128);
-    p.qkv64 = ge_tensor_map_batched("attention_backward: qkv", qkv, ld, T, ld, B, 64, 64);
-    p.dy = ge_tensor_map_batched("attention_backward: dy", dy, ldy, T, ldy, B, 64, 128);
-    p.dy64 = ge_tensor_map_batched("attention_backward: dy", dy, ldy, T, ldy, B, 64, 64);
+    for (int i = 0; i < 2; i++) {
+        p.qkv[i] = ge_tensor_map_batched("attention_backward: qkv", qkv, ld, T, ld, B, 64, 64 << i);
+        p.dy[i] = ge_tensor_map_batched("attention_backward: dy", dy, ldy, T, ldy, B, 64, 64 << i);
+    }
     p.dqkv = ge_tensor_map_batched("attention_backward: dqkv", dqkv, ld, T, ld, B, 64, 64);
     p.L = Lb;
     p.D = Db;

@@ -69,15 +69,6 @@ __device__ __forceinline__ void tma_load_3d(void *dst, const CUtensorMap *map, u
         : "memory");
 }
 
-/* Contiguous copy of `bytes` (a multiple of 16; both addresses 16-byte aligned) from global to shared memory,
- * completing its bytes on `bar`. */
-__device__ __forceinline__ void bulk_load(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                     smem_u32(dst)),
-                 "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_u32(bar))
-                 : "memory");
-}
-
 /* Stores of this thread to shared memory (generic proxy) become visible to the async proxy (TMA stores that a
  * barrier later orders after them). */
 __device__ __forceinline__ void fence_proxy_async_shared() {
