@@ -68,17 +68,27 @@ static double now_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static const Kernels *pick_backend(const char *device, const char *fusion) {
+/* The backend for --device and --fusion: the GPU when one is usable and the model's head dim is one its attention
+ * kernels take, else the CPU (auto) or a clear error (cuda). */
+static const Kernels *pick_backend(const char *device, const char *fusion, int head_dim) {
 #ifdef WITH_CUDA
     if (strcmp(device, "cpu") != 0) {
         char why[256];
-        if (kernels_cuda_available(why, sizeof(why)))
+        if (!kernels_cuda_available(why, sizeof(why))) {
+            if (strcmp(device, "cuda") == 0) die("--device cuda: no usable GPU (%s)", why);
+            fprintf(stderr, "note: no usable GPU (%s): training on the CPU\n", why);
+        } else if (!kernels_cuda_supports_head_dim(head_dim)) {
+            if (strcmp(device, "cuda") == 0)
+                die("--device cuda: the CUDA attention kernels take head_dim 64 or 128; this model's is %d", head_dim);
+            fprintf(stderr, "note: the CUDA attention kernels take head_dim 64 or 128, this model's is %d: training on "
+                            "the CPU\n", head_dim);
+        } else {
             return strcmp(fusion, "off") == 0 ? &kernels_cuda : &kernels_cuda_fused;
-        if (strcmp(device, "cuda") == 0) die("--device cuda: no usable GPU (%s)", why);
-        fprintf(stderr, "note: no usable GPU (%s): training on the CPU\n", why);
+        }
     }
 #else
     (void)fusion;
+    (void)head_dim;
     if (strcmp(device, "cuda") == 0)
         die("--device cuda: this ./train was built without the CUDA backend (build with nvcc on PATH)");
 #endif
@@ -187,7 +197,7 @@ static int load_checkpoint(const char *dir, uint64_t step, int argc, char **argv
     char merge_err[ERRLEN];
     if (config_resume_merge(&ckpt, argc, argv, merge_err, sizeof(merge_err))) die("%s", merge_err);
     snprintf(ckpt.train.out_dir, sizeof(ckpt.train.out_dir), "%s", run_dir);
-    const Kernels *k = pick_backend(ckpt.train.device, ckpt.train.fusion);
+    const Kernels *k = pick_backend(ckpt.train.device, ckpt.train.fusion, ckpt.model.head_dim);
     if (model_create(model, &ckpt.model, k, ckpt.train.batch_size, ckpt.train.seq_len, merge_err, sizeof(merge_err)))
         die("%s", merge_err);
     if (checkpoint_load_state(dir, step, model, state, err, errlen)) {
@@ -334,7 +344,7 @@ int main(int argc, char **argv) {
     } else {
         /* Refuse to mix two runs before anything is built; the old run goes only once the new one is ready. */
         if (run_dir_check_new(run_dir, t->overwrite, err, sizeof(err))) die("%s", err);
-        const Kernels *k = pick_backend(t->device, t->fusion);
+        const Kernels *k = pick_backend(t->device, t->fusion, mc->head_dim);
         if (model_create(&model, mc, k, B, T, err, sizeof(err))) die("%s", err);
         if (t->init_from[0]) {
             if (hf_import_weights(&model, t->init_from, err, sizeof(err))) die("%s", err);

@@ -169,6 +169,8 @@ extern const Kernels kernels_cuda;       /* cuBLAS GEMMs + one-pass epilogue ker
 extern const Kernels kernels_cuda_fused; /* the GEMM-epilogue programs (--fusion on) */
 /* 1 if a GPU that this build runs on is present (why = its name), else 0 (why = the reason). */
 int kernels_cuda_available(char *why, size_t len);
+/* 1 if the CUDA attention kernels take this head dim (64 and 128), else 0. */
+int kernels_cuda_supports_head_dim(int hd);
 #endif
 
 #ifdef __cplusplus

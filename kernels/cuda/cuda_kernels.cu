@@ -1,6 +1,6 @@
 /* cuda_kernels.cu: the unfused CUDA operation table (--fusion off): bf16 activations, cuBLAS GEMMs followed by
- * one-pass epilogue kernels, FlashAttention-style attention. The baseline of the fused table (kernels/cuda/fused)
- * and a second GPU oracle for it. */
+ * one-pass epilogue kernels, the Hopper attention kernels (kernels/cuda/attention). The baseline of the fused table
+ * (kernels/cuda/fused) and a second GPU oracle for it. */
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/kernels.h"
 

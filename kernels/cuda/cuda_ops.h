@@ -50,18 +50,11 @@ void cuda_lm_head_train(const void *O, const void *W, const float *r, const int3
                         const void *x, const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M,
                         int V, int K);
 
-/* cuda_attention_fwd.cu, cuda_attention_bwd.cu */
+/* attention/attn_forward.cu, attention/attn_backward.cu (head dim 64 and 128) */
 void cuda_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
 void cuda_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
                              const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
                              int Hkv, int hd);
-
-/* attention/attn_forward.cu, attention/attn_backward.cu: the Hopper kernels (head dim 64 and 128) */
-void attn_hopper_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
-/* r == NULL: the plain gradients; else with the RoPE backward, r and the row dots c in the stores (AttnTail) */
-void attn_hopper_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
-                          const float *r, const float *rope_cos, const float *rope_sin, float *c, int B, int T, int Hq,
-                          int Hkv, int hd);
 
 /* cuda_embedding.cu */
 void cuda_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V);

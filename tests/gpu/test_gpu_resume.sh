@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# test_gpu_resume.sh: bit-exact resume on the GPU, with fusion on and with fusion off. The tiny config (constant
+# test_gpu_resume.sh: bit-exact resume on the GPU, with fusion on and with fusion off. The GPU tiny config (constant
 # learning rate, so the schedule does not depend on the number of steps) for 20 straight steps, and for 10 steps
 # then --resume to 20 from the checkpoint written at the end of the first part: the two logs give bitwise the same
 # loss, lr and grad norm at every step.
@@ -17,7 +17,7 @@ print(("PASS" if ok else "FAIL") + f" GPU, fusion {sys.argv[3]}: 10 steps + --re
 PY
 }
 for fusion in on off; do
-    common=(-c configs/llama3_tiny.json -d cuda --fusion "$fusion" --lr-schedule constant --warmup-steps 5
+    common=(-c "$GPU_TINY" -d cuda --fusion "$fusion" --lr-schedule constant --warmup-steps 5
             --eval-every 0 --sample-every 0)
     out="$TMP/$fusion"
     ./train "${common[@]}" -n 20 -o "$out/straight" >"$out.s.out" 2>&1 || { fail "fusion $fusion, straight run: $(tail -3 "$out.s.out")"; continue; }

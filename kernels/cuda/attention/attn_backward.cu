@@ -17,6 +17,7 @@
 #include "kernels/cuda/attention/attn_tiles.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/fused/fused_ops.h"
 #include "kernels/cuda/gemm/gemm_maps.h"
 
 #define ATTN_PAD 128 /* L and D rows are padded to a multiple of this */
@@ -349,9 +350,10 @@ static void launch_bwd(const void *qkv, const void *y, const float *lse, const v
     LAUNCH_CHECK("attn_dq_kernel");
 }
 
-extern "C" void attn_hopper_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
-                                     const float *r, const float *rope_cos, const float *rope_sin, float *c, int B,
-                                     int T, int Hq, int Hkv, int hd) {
+/* The kernels, with the tail in their stores when r is set (then c gets the rows' sums of the partials). */
+static void attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
+                               const float *r, const float *rope_cos, const float *rope_sin, float *c, int B, int T,
+                               int Hq, int Hkv, int hd) {
     if (B <= 0 || T <= 0) return;
     const int M = B * T, nslots = Hq + 2 * Hkv;
     const size_t n_ld = (size_t)B * Hq * (cdiv(T, ATTN_PAD) * ATTN_PAD);
@@ -359,6 +361,23 @@ extern "C" void attn_hopper_backward(const void *qkv, const void *y, const float
     const AttnTail tail = {r, rope_cos, rope_sin, r ? ws + 2 * n_ld : NULL, nslots};
     if (hd == 64) launch_bwd<64>(qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
     else if (hd == 128) launch_bwd<128>(qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
-    else cuda_fail("attn_hopper_backward", "head_dim must be 64 or 128", __FILE__, __LINE__);
+    else cuda_fail("attention_backward", "head_dim must be 64 or 128 (the CUDA attention kernels)", __FILE__, __LINE__);
     if (r) cuda_row_sum(tail.cpart, nslots, M, c);
+}
+
+/* The unfused table's: the kernels, then the RoPE backward as its own pass (cuda_elementwise.cu). */
+extern "C" void cuda_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy,
+                                        const float *r, const float *rope_cos, const float *rope_sin, void *dqkv,
+                                        float *c, int B, int T, int Hq, int Hkv, int hd) {
+    attention_backward(qkv, y, lse, dy, dqkv, NULL, NULL, NULL, NULL, B, T, Hq, Hkv, hd);
+    if (r && B > 0 && T > 0)
+        cuda_rope_backward(qkv, dqkv, r, rope_cos, rope_sin, dqkv, c, B * T, (Hq + 2 * Hkv) * hd, (Hq + Hkv) * hd, hd,
+                           T);
+}
+
+/* The fused table's (fused_ops.h): the RoPE backward and c in the stores of dQ, dK and dV. */
+extern "C" void cudaf_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy,
+                                         const float *r, const float *rope_cos, const float *rope_sin, void *dqkv,
+                                         float *c, int B, int T, int Hq, int Hkv, int hd) {
+    attention_backward(qkv, y, lse, dy, dqkv, r, rope_cos, rope_sin, c, B, T, Hq, Hkv, hd);
 }

@@ -184,8 +184,11 @@ static void launch_fwd(const void *qkv, void *y, float *lse, int B, int T, int H
     LAUNCH_CHECK("attn_fwd_kernel");
 }
 
-extern "C" void attn_hopper_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd) {
+extern "C" int kernels_cuda_supports_head_dim(int hd) { return hd == 64 || hd == 128; }
+
+extern "C" void cuda_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd) {
+    if (B <= 0 || T <= 0) return;
     if (hd == 64) launch_fwd<64>(qkv, y, lse, B, T, Hq, Hkv);
     else if (hd == 128) launch_fwd<128>(qkv, y, lse, B, T, Hq, Hkv);
-    else cuda_fail("attn_hopper_forward", "head_dim must be 64 or 128", __FILE__, __LINE__);
+    else cuda_fail("attention_forward", "head_dim must be 64 or 128 (the CUDA attention kernels)", __FILE__, __LINE__);
 }

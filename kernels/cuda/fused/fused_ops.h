@@ -37,7 +37,7 @@ void fused_norm_backward(const void *dZ, long ldz, const void *W, const float *g
                          const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K, float *part,
                          const float *s, const float *a, const int32_t *target);
 
-/* cuda_attention_bwd.cu: the attention kernels with the RoPE backward and c in their stores */
+/* attention/attn_backward.cu: the attention kernels with the RoPE backward and c in their stores */
 void cudaf_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
                               const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
                               int Hkv, int hd);
