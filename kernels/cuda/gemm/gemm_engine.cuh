@@ -272,28 +272,28 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         GeTile tile;
         tile.M = M;
         tile.N = N;
-        tile.lane = lane;
-        tile.cwarp = c * 4 + warp;
-        tile.ctid = c * 128 + wtid;
-        tile.ttid = PP ? wtid : c * 128 + wtid;
-        tile.tthreads = PP ? 128 : 256;
-        tile.smem = Program::kColPartials ? scratch : nullptr;
-        tile.srow = 16 * warp + (lane >> 2);
-        tile.moff = ge_stage_off((const bf16 *)nullptr, 16 * warp + (lane & 15), 0);
+        tile.eng.lane = lane;
+        tile.eng.cwarp = c * 4 + warp;
+        tile.eng.ctid = c * 128 + wtid;
+        tile.eng.ttid = PP ? wtid : c * 128 + wtid;
+        tile.eng.tthreads = PP ? 128 : 256;
+        tile.eng.smem = Program::kColPartials ? scratch : nullptr;
+        tile.eng.srow = 16 * warp + (lane >> 2);
+        tile.eng.moff = ge_stage_off((const bf16 *)nullptr, 16 * warp + (lane & 15), 0);
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            tile.soff32[h] = ge_stage_off((const float *)nullptr, tile.srow + 8 * h, 2 * (lane & 3));
-        tile.stage = 0;
+            tile.eng.soff32[h] = ge_stage_off((const float *)nullptr, tile.eng.srow + 8 * h, 2 * (lane & 3));
+        tile.eng.stage = 0;
         tile.j = 0;
-        tile.bn = BN;
-        tile.nblk = MB;
-        tile.bar = PP ? 2 + c : 1;
-        tile.wtid = wtid;
-        tile.cbar = 2 + c;
-        tile.vec = smem_u32(smem + L::oVec + c * L::kVecPerConsumer);
-        tile.in = smem_u32(smem + L::oIn + c * L::kInPerConsumer);
-        tile.in_bar = &in_full[c * L::kInBars];
-        tile.direct = DIRECT;
+        tile.eng.bn = BN;
+        tile.eng.nblk = MB;
+        tile.eng.bar = PP ? 2 + c : 1;
+        tile.eng.wtid = wtid;
+        tile.eng.cbar = 2 + c;
+        tile.eng.vec = smem_u32(smem + L::oVec + c * L::kVecPerConsumer);
+        tile.eng.in = smem_u32(smem + L::oIn + c * L::kInPerConsumer);
+        tile.eng.in_bar = &in_full[c * L::kInBars];
+        tile.eng.direct = DIRECT;
         const uint32_t stage_base = smem_u32(smem + L::oEpi + c * L::kEpiPerConsumer);
         int buf = 0; /* GeOut staging buffer of the next chunk */
         Program prog;
@@ -321,7 +321,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             if constexpr (Program::kHeldOutputs) {
                 static_assert(!PP && L::kUnits > 0, "held outputs: cooperative schedule, GeOut staging");
                 for (;;) {
-                    tile.stage = stage_base + buf * (L::kUnits * L::kUnit);
+                    tile.eng.stage = stage_base + buf * (L::kUnits * L::kUnit);
                     if (!prog.stage_held(params, tile, kb, nk)) break;
                     issue_chunk(true);
                 }
@@ -395,14 +395,14 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
              * section 5). */
 #pragma unroll 1
             for (int mb = 0; mb < MB; mb++) {
-                tile.crow0 = tile.m0 + 64 * (PP ? mb : c);
-                tile.row[0] = tile.crow0 + tile.srow;
+                tile.eng.crow0 = tile.m0 + 64 * (PP ? mb : c);
+                tile.row[0] = tile.eng.crow0 + tile.eng.srow;
                 tile.row[1] = tile.row[0] + 8;
                 prog.begin(params, tile);
 #pragma unroll
                 for (int q = 0; q < BN / 32; q++) {
-                    tile.chunk_col = tile.n0 + 32 * q;
-                    if constexpr (L::kUnits > 0) tile.stage = stage_base + buf * (L::kUnits * L::kUnit);
+                    tile.eng.chunk_col = tile.n0 + 32 * q;
+                    if constexpr (L::kUnits > 0) tile.eng.stage = stage_base + buf * (L::kUnits * L::kUnit);
 #pragma unroll
                     for (int jj = 0; jj < 4; jj++) {
                         const int j = 4 * q + jj;

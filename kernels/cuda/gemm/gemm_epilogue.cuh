@@ -25,21 +25,14 @@
 
 typedef __nv_bfloat16 bf16;
 
-/* What one consumer thread knows about the output tile it holds. Its accumulator fragment (h, j) holds
- * rows row[h] and columns (col0 + 8j, col0 + 8j + 1). */
-struct GeTile {
-    int M, N;     /* output bounds */
-    int m0, n0;   /* tile origin */
-    int tm, tn;   /* tile index along M and N */
-    int row[2];   /* this thread's rows: m0 + 64*consumer + 16*warp + lane/4, and that + 8 */
-    int col0;     /* this thread's first column: n0 + 2*(lane%4) */
+/* What the engine keeps, per consumer thread, for the primitives that stage, store and reduce an output tile. */
+struct GeTilePlumbing {
     int lane;     /* lane in the warp */
     int cwarp;    /* consumer warp, 0..7 */
     int ctid;     /* consumer thread, 0..255 */
     int ttid;     /* this thread among the tile's owners (both consumers, or one in ping-pong) */
     int tthreads; /* the tile's owners: 256 or 128 */
     float *smem;  /* epilogue scratch in shared memory (column partials), or null */
-    int j;        /* the fragment that frag() gets: 0..BN/8-1, a compile-time constant in the unrolled loop */
     /* GeOut staging: the epilogue runs in chunks of 32 columns; this consumer's 64 rows of the chunk */
     int crow0;     /* first row of this consumer's half of the tile: m0 + 64*consumer */
     int srow;      /* this thread's first row inside that half: 16*warp + lane/4 (the second is +8) */
@@ -56,6 +49,20 @@ struct GeTile {
     uint64_t *in_bar;   /* its mbarriers, one per unit (count 1; the loads' transaction bytes) */
     bool direct;        /* GeOut outputs are stored straight from registers: a compile-time constant of the
                          * kernel (ge_kernel's DIRECT), so the unused path leaves no code in the epilogue */
+};
+
+/* The output tile as an epilogue program sees it: where it is and which elements this consumer thread holds (its
+ * accumulator fragment (h, j) is row row[h], columns col0 + 8j and col0 + 8j + 1). Programs
+ * read these fields and hand the whole tile to the primitives; `eng` is the engine's plumbing (staging slots,
+ * barriers, scratch), which only the primitives and the engine touch. */
+struct GeTile {
+    int M, N;   /* output bounds */
+    int m0, n0; /* tile origin */
+    int tm, tn; /* tile index along M and N */
+    int row[2]; /* this thread's rows: m0 + 64*consumer + 16*warp + lane/4, and that + 8 */
+    int col0;   /* this thread's first column: n0 + 2*(lane%4) */
+    int j;      /* the fragment that frag() gets: 0..BN/8-1, a compile-time constant in the unrolled loop */
+    GeTilePlumbing eng;
 };
 
 /* A pair of floats as bf16x2 (round to nearest even; x in the low half), and back. Written as bit operations: going
@@ -222,13 +229,13 @@ struct GeRowPartial {
     __device__ __forceinline__ void store(float *part, long ld, const GeTile &t) const {
 #pragma unroll
         for (int q = 0; q < 2; q++) {
-            if (q * GE_PART_COLS >= t.bn || t.n0 + q * GE_PART_COLS >= t.N) break;
+            if (q * GE_PART_COLS >= t.eng.bn || t.n0 + q * GE_PART_COLS >= t.N) break;
 #pragma unroll
             for (int h = 0; h < 2; h++) {
                 float x = v[q][h];
                 x = Op::combine(x, __shfl_xor_sync(0xffffffffu, x, 1));
                 x = Op::combine(x, __shfl_xor_sync(0xffffffffu, x, 2));
-                if ((t.lane & 3) == 0 && t.row[h] < t.M) part[(long)t.row[h] * ld + t.n0 / GE_PART_COLS + q] = x;
+                if ((t.eng.lane & 3) == 0 && t.row[h] < t.M) part[(long)t.row[h] * ld + t.n0 / GE_PART_COLS + q] = x;
             }
         }
     }
@@ -246,14 +253,14 @@ __device__ __forceinline__ void ge_col_partial_add(const GeTile &t, int col, flo
         s.x += __shfl_xor_sync(0xffffffffu, s.x, off);
         s.y += __shfl_xor_sync(0xffffffffu, s.y, off);
     }
-    if (t.lane < 4) *reinterpret_cast<float2 *>(t.smem + t.cwarp * bn + (col - t.n0)) = s;
+    if (t.eng.lane < 4) *reinterpret_cast<float2 *>(t.eng.smem + t.eng.cwarp * bn + (col - t.n0)) = s;
 }
 __device__ __forceinline__ void ge_col_partial_store(float *part, long ld, const GeTile &t, int bn) {
     named_bar_sync(1, 256);
-    for (int c = t.ctid; c < bn; c += 256) {
+    for (int c = t.eng.ctid; c < bn; c += 256) {
         float s = 0.0f;
 #pragma unroll
-        for (int w = 0; w < 8; w++) s += t.smem[w * bn + c];
+        for (int w = 0; w < 8; w++) s += t.eng.smem[w * bn + c];
         if (t.n0 + c < t.N) part[(long)t.tm * ld + t.n0 + c] = s;
     }
     named_bar_sync(1, 256); /* the scratch is free again for the next tile */
@@ -309,14 +316,14 @@ __host__ __device__ __forceinline__ uint32_t ge_stage_off(const float *, int r, 
 /* A half-width bf16 slot (16 columns, rows of 32 B, no swizzle). */
 __host__ __device__ __forceinline__ uint32_t ge_stage_off_half(int r, int cc) { return r * 32 + cc * 2; }
 /* The same for fragment t.j, from the offsets at the chunk's first fragment that the engine keeps in the tile
- * (t.moff: bf16, the lane's row of the warp's 8 x 8 matrices; t.soff32[h]: fp32, the thread's row h): a fragment
+ * (t.eng.moff: bf16, the lane's row of the warp's 8 x 8 matrices; t.eng.soff32[h]: fp32, the thread's row h): a fragment
  * is 8 columns on, which only flips swizzle bits, ge_stage_off(r, cc + 8 i) == ge_stage_off(r, cc) ^ (i << 4)
  * (bf16) or ^ (i << 5) (fp32) for cc < 8, i < 4 (test_gemm checks it). t.j is a compile-time constant in the
  * unrolled epilogue, so an address costs one XOR instead of the swizzle arithmetic. ge_slot_off_bf16(t, j): the
  * same for fragment j of the chunk (GeOutHeld stages chunks outside the epilogue, where t.j is not theirs). */
-__device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t, int j) { return t.moff ^ ((j & 3) << 4); }
+__device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t, int j) { return t.eng.moff ^ ((j & 3) << 4); }
 __device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t) { return ge_slot_off_bf16(t, t.j); }
-__device__ __forceinline__ uint32_t ge_slot_off_f32(const GeTile &t, int h) { return t.soff32[h] ^ ((t.j & 3) << 5); }
+__device__ __forceinline__ uint32_t ge_slot_off_f32(const GeTile &t, int h) { return t.eng.soff32[h] ^ ((t.j & 3) << 5); }
 
 /* A fragment's two rows (v[h]: the pair of row h) as bf16 in a staging slot, one 8 x 8 matrix instruction for the
  * warp (addr: the slot + ge_slot_off_bf16): store v rounded to bf16 (v becomes the pairs as stored), or load. */
@@ -340,19 +347,19 @@ __device__ __forceinline__ void ge_ld_shared_bf16_rows(uint32_t addr, float2 (&v
  * warp's threads call it together (a bf16 output is staged by the warp's matrix stores). v becomes the pairs as
  * stored (rounded to bf16 for a bf16 output); an accumulating output (o += v) leaves v on the TMA path (the fp32
  * add happens in L2) and makes it the sum on the direct path, which a bf16 accumulate always takes (one rounding).
- * Which path runs is decided at compile time (t.direct), never per fragment: a branch here would put both paths'
+ * Which path runs is decided at compile time (t.eng.direct), never per fragment: a branch here would put both paths'
  * code into the unrolled epilogue, and an epilogue that large runs out of the instruction cache (RESULTS.md
  * section 5). */
 template <class T, bool ACC>
 __device__ __forceinline__ void ge_out_put(const GeOut<T, 32, ACC> &o, const GeTile &t, int unit, int col,
                                            float2 (&v)[2]) {
-    if (t.direct || (ACC && sizeof(T) == 2)) { /* a bf16 add in L2 would round twice: direct read-add-write */
+    if (t.eng.direct || (ACC && sizeof(T) == 2)) { /* a bf16 add in L2 would round twice: direct read-add-write */
 #pragma unroll
         for (int h = 0; h < 2; h++)
             v[h] = ACC ? ge_accum(o.ptr, o.ld, t, h, col, v[h]) : ge_store(o.ptr, o.ld, t, h, col, v[h]);
         return;
     }
-    const uint32_t slot = t.stage + unit * 4096;
+    const uint32_t slot = t.eng.stage + unit * 4096;
     if constexpr (sizeof(T) == 2) {
         ge_st_shared_bf16_rows(slot + ge_slot_off_bf16(t), v);
     } else {
@@ -369,10 +376,10 @@ __device__ __forceinline__ void ge_out_put(const GeOut<bf16, 16> &o, const GeTil
     for (int h = 0; h < 2; h++) {
         const bf16 b = __float2bfloat16(a[h]);
         a[h] = __bfloat162float(b);
-        if (t.direct) {
+        if (t.eng.direct) {
             if (t.row[h] < t.M && col < t.N) o.ptr[(long)t.row[h] * o.ld + col / 2] = b;
         } else {
-            st_shared_b16(t.stage + unit * 4096 + ge_stage_off_half(t.srow + 8 * h, (col - t.chunk_col) / 2),
+            st_shared_b16(t.eng.stage + unit * 4096 + ge_stage_off_half(t.eng.srow + 8 * h, (col - t.eng.chunk_col) / 2),
                           __bfloat16_as_ushort(b));
         }
     }
@@ -389,7 +396,7 @@ __device__ __forceinline__ void ge_out_store_box_at(const O &o, uint32_t src, in
 }
 template <class O>
 __device__ __forceinline__ void ge_out_store_box(const O &o, const GeTile &t, uint32_t src) {
-    ge_out_store_box_at(o, src, t.chunk_col * O::kCols / 32, t.crow0);
+    ge_out_store_box_at(o, src, t.eng.chunk_col * O::kCols / 32, t.eng.crow0);
 }
 
 /* Issues the chunk's bulk copy of output o (the engine calls flush() in one thread per consumer, after a barrier
@@ -397,9 +404,9 @@ __device__ __forceinline__ void ge_out_store_box(const O &o, const GeTile &t, ui
  * that TMA cannot describe stops here (ge_fault) instead of storing through an empty tensor map. */
 template <class O>
 __device__ __forceinline__ void ge_out_flush(const O &o, const GeTile &t, int unit) {
-    if (t.direct || (O::kAcc && sizeof(typename O::Elem) == 2)) return;
+    if (t.eng.direct || (O::kAcc && sizeof(typename O::Elem) == 2)) return;
     if (!o.tma) ge_fault();
-    ge_out_store_box(o, t, t.stage + unit * 4096);
+    ge_out_store_box(o, t, t.eng.stage + unit * 4096);
 }
 
 /* The GeOut outputs of a program, in the order it declares them (GeProgram<Os...>; its Params hold them as
@@ -451,7 +458,7 @@ __device__ __forceinline__ void ge_put(const L &out, const GeTile &t, int col, V
  * however the epilogue issued them (RESULTS.md section 5, eighth step), while during the main loop the consumers
  * mostly wait for the tensor cores. put() in frag() keeps the fragment's two row pairs as bf16x2 (BN / 4 registers
  * for the tile); hold(t) in end() makes the tile pending. The program's stage_held() hook returns stage(t, kb,
- * nk), which writes the held tile's next 64 x 32 chunk into the staging slot at t.stage (GeOut's bf16 layout) and
+ * nk), which writes the held tile's next 64 x 32 chunk into the staging slot at t.eng.stage (GeOut's bf16 layout) and
  * returns true: chunk q after k-block START + SPACING q, the rest after the last k-block, and all of them at the
  * drain after the CTA's last tile (kb < 0). The engine then syncs the consumer and has flush_held() call flush(o,
  * t), which issues the chunk's TMA store. The chunks pass through the epilogue's staging buffers, in the same
@@ -468,7 +475,7 @@ struct GeOutHeld {
     __device__ __forceinline__ void put(const GeOut<bf16> &o, const GeTile &t, int col, float2 (&x)[2]) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            if (t.direct) {
+            if (t.eng.direct) {
                 x[h] = ge_store(o.ptr, o.ld, t, h, col, x[h]);
             } else {
                 v[t.j][h] = ge_pack_bf16x2(x[h]);
@@ -477,8 +484,8 @@ struct GeOutHeld {
         }
     }
     __device__ __forceinline__ void hold(const GeTile &t) {
-        if (t.direct) return;
-        row0 = t.crow0;
+        if (t.eng.direct) return;
+        row0 = t.eng.crow0;
         col0 = t.n0;
         next = 0;
     }
@@ -491,7 +498,7 @@ struct GeOutHeld {
             if (q == next) {
 #pragma unroll
                 for (int jj = 0; jj < 4; jj++)
-                    stmatrix_x2(t.stage + ge_slot_off_bf16(t, jj), v[4 * q + jj][0], v[4 * q + jj][1]);
+                    stmatrix_x2(t.eng.stage + ge_slot_off_bf16(t, jj), v[4 * q + jj][0], v[4 * q + jj][1]);
             }
         }
         next++;
@@ -499,12 +506,12 @@ struct GeOutHeld {
     }
     __device__ __forceinline__ void flush(const GeOut<bf16> &o, const GeTile &t) const {
         if (!o.tma) ge_fault();
-        ge_out_store_box_at(o, t.stage, col0 + 32 * (next - 1), row0);
+        ge_out_store_box_at(o, t.eng.stage, col0 + 32 * (next - 1), row0);
     }
 };
 
 /* Barrier over the threads that own the tile (both consumers, or one in ping-pong). */
-__device__ __forceinline__ void ge_tile_sync(const GeTile &t) { named_bar_sync(t.bar, t.tthreads); }
+__device__ __forceinline__ void ge_tile_sync(const GeTile &t) { named_bar_sync(t.eng.bar, t.eng.tthreads); }
 
 /* A column vector (one fp32 per column, e.g. RMSNorm's gamma) for the tile, staged in shared memory: fetch() in
  * the prefetch() hook loads the consumer's copy (BN/128 values per thread) into registers before the main loop;
@@ -516,18 +523,18 @@ struct GeColStage {
     __device__ __forceinline__ void fetch(const float *v, const GeTile &t) {
 #pragma unroll
         for (int i = 0; i < BN / 128; i++) {
-            const int col = t.n0 + 128 * i + t.wtid;
+            const int col = t.n0 + 128 * i + t.eng.wtid;
             x[i] = col < t.N ? __ldg(v + col) : 0.0f;
         }
     }
     __device__ __forceinline__ void publish(const GeTile &t) {
 #pragma unroll
         for (int i = 0; i < BN / 128; i++)
-            st_shared_b32(t.vec + 4 * (128 * i + t.wtid), __float_as_uint(x[i]));
-        named_bar_sync(t.cbar, 128);
+            st_shared_b32(t.eng.vec + 4 * (128 * i + t.eng.wtid), __float_as_uint(x[i]));
+        named_bar_sync(t.eng.cbar, 128);
     }
     __device__ __forceinline__ float2 get(const GeTile &t, int col) const {
-        return ld_shared_v2f32(t.vec + 4 * (col - t.n0));
+        return ld_shared_v2f32(t.eng.vec + 4 * (col - t.n0));
     }
 };
 
@@ -537,7 +544,7 @@ struct GeColStage {
 template <int W, class T>
 __device__ __forceinline__ void ge_prefetch_lines(const T *p, long ld, const GeTile &t, int bn, int begin, int end) {
     const int lines = W * bn * (int)sizeof(T) / 128; /* 128-byte lines per row */
-    for (int i = begin + t.ttid; i < end; i += t.tthreads) {
+    for (int i = begin + t.eng.ttid; i < end; i += t.eng.tthreads) {
         const int row = t.m0 + i / lines, col = W * t.n0 + (i % lines) * (128 / (int)sizeof(T));
         if (row < t.M && col < W * t.N) prefetch_l2(p + (long)row * ld + col);
     }
@@ -651,21 +658,21 @@ template <int BN, int BLOCKS = 2>
 struct GeTileInTma {
     static constexpr int kSlots = BN / 32, kUnits = BLOCKS * kSlots;
     uint32_t loads = 0; /* tiles loaded so far: a slot's wait parity is that of its latest load */
-    __device__ __forceinline__ static int first_row(const GeTile &t) { return t.m0 + (t.nblk == 1 ? 64 * (t.cwarp >> 2) : 0); }
+    __device__ __forceinline__ static int first_row(const GeTile &t) { return t.m0 + (t.eng.nblk == 1 ? 64 * (t.eng.cwarp >> 2) : 0); }
     /* the slot of the current chunk (t.j / 4) */
     __device__ __forceinline__ static int slot(const GeTile &t) {
-        return ((t.crow0 - first_row(t)) >> 6) * kSlots + (t.j >> 2);
+        return ((t.eng.crow0 - first_row(t)) >> 6) * kSlots + (t.j >> 2);
     }
     __device__ __forceinline__ static uint32_t addr(const GeTile &t) {
-        return t.in + slot(t) * 4096 + ge_slot_off_bf16(t);
+        return t.eng.in + slot(t) * 4096 + ge_slot_off_bf16(t);
     }
     /* slot s of row block b of the tile: its TMA load, or only the arrival where it lies outside the matrix */
     __device__ __forceinline__ static void load_slot(const GeOut<bf16> &o, const GeTile &t, int b, int s) {
-        uint64_t *bar = t.in_bar + b * kSlots + s;
+        uint64_t *bar = t.eng.in_bar + b * kSlots + s;
         const int row = first_row(t) + 64 * b;
         if (row < t.M && t.n0 + 32 * s < t.N) {
             mbar_arrive_expect_tx(bar, 4096);
-            tma_load_2d_u32(t.in + (b * kSlots + s) * 4096, &o.map, bar, t.n0 + 32 * s, row);
+            tma_load_2d_u32(t.eng.in + (b * kSlots + s) * 4096, &o.map, bar, t.n0 + 32 * s, row);
         } else {
             mbar_arrive(bar);
         }
@@ -674,9 +681,9 @@ struct GeTileInTma {
      * the slots' last stores, the previous tile's outputs written in place, have read them) */
     __device__ __forceinline__ void load(const GeOut<bf16> &o, const GeTile &t) {
         loads++;
-        if (t.wtid != 0) return;
+        if (t.eng.wtid != 0) return;
         bulk_wait_read<0>();
-        const int nb = t.nblk < BLOCKS ? t.nblk : BLOCKS;
+        const int nb = t.eng.nblk < BLOCKS ? t.eng.nblk : BLOCKS;
         for (int b = 0; b < nb; b++)
 #pragma unroll
             for (int s = 0; s < kSlots; s++) load_slot(o, t, b, s);
@@ -689,7 +696,7 @@ struct GeTileInTma {
      * RESULTS.md section 5, eighth step). */
     __device__ __forceinline__ void load_spread(const GeOut<bf16> &o, const GeTile &t, int kb, int nk) {
         if (kb == 0) loads++;
-        if (t.wtid != 0) return;
+        if (t.eng.wtid != 0) return;
         const int first = kb == 0 ? 0 : kb - 1, last = kb == nk - 1 ? kSlots - 1 : kb - 1;
         if (first > last || first >= kSlots) return;
         if (first == 0) bulk_wait_read<0>();
@@ -697,12 +704,12 @@ struct GeTileInTma {
     }
     /* frag() hook: at the chunk's first fragment, wait for its slot */
     __device__ __forceinline__ void wait(const GeTile &t) const {
-        if (t.j % 4 == 0) mbar_wait(t.in_bar + slot(t), (loads - 1) & 1);
+        if (t.j % 4 == 0) mbar_wait(t.eng.in_bar + slot(t), (loads - 1) & 1);
     }
     __device__ __forceinline__ void get(const GeTile &t, float2 (&v)[2]) const { ge_ld_shared_bf16_rows(addr(t), v); }
     __device__ __forceinline__ void put(const GeTile &t, float2 (&v)[2]) const { ge_st_shared_bf16_rows(addr(t), v); }
     __device__ __forceinline__ void flush_out(const GeOut<bf16> &o, const GeTile &t) const {
-        ge_out_store_box_at(o, t.in + slot(t) * 4096, t.chunk_col, t.crow0);
+        ge_out_store_box_at(o, t.eng.in + slot(t) * 4096, t.eng.chunk_col, t.eng.crow0);
     }
 };
 
@@ -729,7 +736,7 @@ struct GeEpilogue {
     template <class P>
     __device__ __forceinline__ void end(const P &, const GeTile &) {}
     /* kHeldOutputs: after each k-block's wgmmas (kb of nk; kb = -1 after the CTA's last tile), stage a held
-     * output's chunk at t.stage and return true, or return false; flush_held() then issues its store */
+     * output's chunk at t.eng.stage and return true, or return false; flush_held() then issues its store */
     template <class P>
     __device__ __forceinline__ bool stage_held(const P &, const GeTile &, int, int) { return false; }
     template <class P>
