@@ -218,7 +218,8 @@ static uint64_t resume_run(Config *cfg, int argc, char **argv, Model *model, Tra
     CheckpointList list;
     if (checkpoint_list(run_dir, &list, err, sizeof(err))) die("%s", err);
     if (list.n == 0)
-        die("--resume: %s holds no complete checkpoint (a step_NNNNNNNN directory); start the run without --resume",
+        die("--resume: %s holds no complete checkpoint (a step_NNNNNNNN directory); start the run again without "
+            "--resume and with --overwrite (which replaces what the directory holds)",
             run_dir);
     int chosen = -1;
     for (int i = list.n - 1; i >= 0 && chosen < 0; i--) {
@@ -286,6 +287,9 @@ int main(int argc, char **argv) {
     if (rc) die("%s", err);
     TrainConfig *t = &cfg.train;
     if (!t->out_dir[0]) default_out_dir(&cfg);
+    if (t->warmup_clamped_from)
+        printf("note: warmup_steps (%d) exceeds steps (%d): the warmup is the run's %d steps\n", t->warmup_clamped_from,
+               t->steps, t->warmup_steps);
 
     /* The model: from the newest checkpoint (--resume; the config comes from it), or built here below. */
     Model model;
@@ -358,6 +362,17 @@ int main(int argc, char **argv) {
     }
     const Kernels *k = model.k;
 
+    /* The first step's batches, read once before anything is written, so that data tokenized for another vocabulary
+     * stops the run with the directory as it was (the loader then goes back to where it was). */
+    int32_t *inputs = malloc(micro_tokens * sizeof(int32_t)), *targets = malloc(micro_tokens * sizeof(int32_t));
+    if (!inputs || !targets) die("out of host memory");
+    if ((uint64_t)t->steps > start_step) {
+        const DataPosition at = dataloader_tell(train);
+        for (int micro = 0; micro < accum; micro++)
+            if (dataloader_next(train, inputs, targets, err, sizeof(err))) die("%s", err);
+        if (dataloader_seek(train, at, err, sizeof(err))) die("%s", err);
+    }
+
     /* From here on the run directory is written. */
     if (resuming) {
         set_aside_newer_checkpoints(run_dir, start_step);
@@ -401,8 +416,6 @@ int main(int argc, char **argv) {
     if (t->steps == 0) save_checkpoint(&model, &cfg, &state); /* the initial weights, for a reference run */
 
     install_signal_handlers();
-    int32_t *inputs = malloc(micro_tokens * sizeof(int32_t)), *targets = malloc(micro_tokens * sizeof(int32_t));
-    if (!inputs || !targets) die("out of host memory");
     float grad_scale = (float)(1.0 / (double)step_tokens);
     for (int step = (int)start_step + 1; step <= t->steps; step++) {
         double t0 = now_seconds();

@@ -486,6 +486,10 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
         return -1;
     }
     if (check_init_from_config(cfg, err, errlen)) return -1;
+    if (cfg->train.steps > 0 && cfg->train.warmup_steps > cfg->train.steps) { /* a short run: the warmup fits in it */
+        cfg->train.warmup_clamped_from = cfg->train.warmup_steps;
+        cfg->train.warmup_steps = cfg->train.steps;
+    }
     return config_validate(cfg, err, errlen);
 }
 

@@ -41,6 +41,8 @@ typedef struct TrainConfig {
     int steps;
     double learning_rate;
     int warmup_steps;
+    int warmup_clamped_from;          /* not a key: a new run's warmup_steps that exceeded steps (then warmup_steps
+                                       * = steps), else 0 */
     char lr_schedule[16];             /* cosine | linear | constant | wsd */
     double min_lr_frac;               /* the final learning rate as a fraction of learning_rate */
     double wsd_decay_frac;            /* wsd: fraction of the steps spent in the final linear decay */

@@ -121,6 +121,22 @@ make_shard "$TMP/ver/train_000.bin" 20240520 7 H 5000 5000
 expect_fail "wrong version" "ver/train_000\.bin.*version" $TRAIN -c "$TMP/small.json" -i "$TMP/ver/*.bin" -o "$TMP/r4"
 make_shard "$TMP/oov/train_000.bin" 20240520 1 H 5000 5000 0 1000
 expect_fail "token id outside the vocabulary" "oov/train_000\.bin.*(vocab|token)" $TRAIN -c "$TMP/small.json" -i "$TMP/oov/*.bin" -o "$TMP/r5"
+# ... and it stops before the run directory is written: the corrected command then runs into the same -o.
+if [ ! -e "$TMP/r5/train_config.json" ] && [ ! -e "$TMP/r5/log.jsonl" ] &&
+   $TRAIN -c "$TMP/small.json" -o "$TMP/r5" -n 1 --eval-every 0 --sample-every 0 >"$TMP/out" 2>&1; then
+    pass "out-of-vocabulary data leaves nothing in the run directory; the corrected command runs there"
+else
+    fail "out-of-vocabulary data: $(ls "$TMP/r5" 2>&1 | tr '\n' ' ') $(tail -2 "$TMP/out")"
+fi
+
+# A run shorter than its warmup works and says what was clamped (the tiny config's warmup is 50 steps).
+if $TRAIN -n 2 --eval-every 0 --sample-every 0 -o "$TMP/short" >"$TMP/out" 2>&1 &&
+   grep -q "warmup_steps (50) exceeds steps (2): the warmup is the run's 2 steps" "$TMP/out" &&
+   [ "$(grep -c '"loss"' "$TMP/short/log.jsonl")" -eq 2 ]; then
+    pass "-n 2 with a 50-step warmup trains 2 steps and says the warmup was clamped"
+else
+    fail "-n 2 with the default warmup: $(tail -3 "$TMP/out")"
+fi
 
 # A good run, then the same run directory again must be refused without touching the log.
 if $TRAIN -c "$TMP/small.json" -o "$TMP/run" >"$TMP/out" 2>&1 && [ "$(grep -c '"loss"' "$TMP/run/log.jsonl")" -eq 3 ] \

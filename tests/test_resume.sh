@@ -162,7 +162,7 @@ expect_refused "--resume with a new batch size" "$TMP/dmg" "batch_size would cha
 expect_refused "--resume with another model's config" "$TMP/dmg" "differ on intermediate_size \(64 vs 96\)" -c "$TMP/wide.json" -o "$TMP/dmg" --resume
 expect_refused "--resume of a finished run to fewer steps" "$TMP/dmg" "at step 6, beyond steps = 5" -o "$TMP/dmg" --resume -n 5
 mkdir -p "$TMP/logonly" && echo '{"step":1,"loss":5}' >"$TMP/logonly/log.jsonl"
-expect_refused "--resume without a checkpoint" "$TMP/logonly" "holds no complete checkpoint" -o "$TMP/logonly" --resume
+expect_refused "--resume without a checkpoint (the message names --overwrite)" "$TMP/logonly" "holds no complete checkpoint.*--overwrite" -o "$TMP/logonly" --resume
 expect_refused "a new run over a run with checkpoints" "$TMP/dmg" "already holds a run.*--resume" "${SMALL[@]}" -o "$TMP/dmg"
 mkdir -p "$TMP/badinit" && printf 'garbage' >"$TMP/badinit/model.safetensors" && cp "$TMP/straight/step_00000006/config.json" "$TMP/badinit/"
 expect_refused "--init-from a broken model.safetensors over an existing run (--overwrite)" "$TMP/dmg" \
