@@ -77,7 +77,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dkdv_kernel(const __grid
     using L = AttnDkdvShape<HD>;
     constexpr int S = L::kStages, BK = L::BK, BQ = L::BQ;
     extern __shared__ uint8_t attn_smem_raw[];
-    uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(attn_smem_raw) + 1023) & ~uintptr_t(1023));
+    uint8_t *smem = attn_smem_base(attn_smem_raw);
     uint8_t *sK = smem, *sV = smem + L::oV;
     uint64_t *kv_full = reinterpret_cast<uint64_t *>(smem + L::oBar), *full = kv_full + 1, *empty = full + S;
     /* KV heads fastest, then sequences, then key blocks from the first (the most query blocks after it) on */
@@ -169,17 +169,10 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dkdv_kernel(const __grid
     /* this consumer's K and V rows were read by its own wgmmas only, all complete: they take dK and dV */
     attn_stage_grad<HD, BK>(sK, row0, dk, p.scale, p.tail, true, p.Hq + kv, kb * BK, b, p.T, warp, lane);
     attn_stage_grad<HD, BK>(sV, row0, dv, 1.0f, p.tail, false, p.Hq + p.Hkv + kv, kb * BK, b, p.T, warp, lane);
-    fence_proxy_async_shared();
-    named_bar_sync(1 + c, 128);
-    if (wtid == 0) {
-#pragma unroll
-        for (int x = 0; x < L::KV::kBoxes; x++) {
-            const int off = x * L::KV::kBoxBytes + row0 * 128;
-            tma_store_3d(&p.dqkv, smem_u32(sK + off), (p.Hq + kv) * HD + 64 * x, key0, b);
-            tma_store_3d(&p.dqkv, smem_u32(sV + off), (p.Hq + p.Hkv + kv) * HD + 64 * x, key0, b);
-        }
-        bulk_commit();
-        bulk_wait<0>();
+    if (attn_store_begin(c, wtid)) {
+        attn_store_rows<HD, BK>(&p.dqkv, sK, row0, (p.Hq + kv) * HD, key0, b);
+        attn_store_rows<HD, BK>(&p.dqkv, sV, row0, (p.Hq + p.Hkv + kv) * HD, key0, b);
+        attn_store_end();
     }
 }
 
@@ -202,7 +195,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dq_kernel(const __grid_c
     using L = AttnDqShape<HD>;
     constexpr int S = L::kStages, BM = L::BM, BN = L::BN;
     extern __shared__ uint8_t attn_smem_raw[];
-    uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(attn_smem_raw) + 1023) & ~uintptr_t(1023));
+    uint8_t *smem = attn_smem_base(attn_smem_raw);
     uint8_t *sQ = smem, *sdy = smem + L::odY;
     uint64_t *q_full = reinterpret_cast<uint64_t *>(smem + L::oBar), *full = q_full + 1, *empty = full + S;
     /* heads fastest, then sequences, then query tiles from the last (the most key blocks before it) down */
@@ -288,26 +281,13 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dq_kernel(const __grid_c
     }
 
     attn_stage_grad<HD, BM>(sQ, row0, dq, p.scale, p.tail, true, h, qt * BM, b, p.T, warp, lane);
-    fence_proxy_async_shared();
-    named_bar_sync(1 + c, 128);
-    if (wtid == 0) {
-#pragma unroll
-        for (int x = 0; x < L::Q::kBoxes; x++)
-            tma_store_3d(&p.dqkv, smem_u32(sQ + x * L::Q::kBoxBytes + row0 * 128), h * HD + 64 * x, q0, b);
-        bulk_commit();
-        bulk_wait<0>();
+    if (attn_store_begin(c, wtid)) {
+        attn_store_rows<HD, BM>(&p.dqkv, sQ, row0, h * HD, q0, b);
+        attn_store_end();
     }
 }
 
 /* ---------------------------------------------------------------- launch */
-
-template <class Kernel>
-static void attn_set_smem(Kernel kernel, int bytes, bool &done) {
-    if (!done) {
-        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-        done = true;
-    }
-}
 
 template <int HD>
 static void launch_bwd(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, AttnTail tail,

@@ -35,7 +35,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
     using L = AttnFwdShape<HD>;
     constexpr int S = L::kStages, BM = L::BM, BN = L::BN;
     extern __shared__ uint8_t attn_smem_raw[];
-    uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(attn_smem_raw) + 1023) & ~uintptr_t(1023));
+    uint8_t *smem = attn_smem_base(attn_smem_raw);
     uint8_t *sQ = smem, *sK = smem + L::oK, *sV = smem + L::oV;
     uint64_t *q_full = reinterpret_cast<uint64_t *>(smem + L::oBar);
     uint64_t *k_full = q_full + 1, *v_full = k_full + S, *k_empty = v_full + S, *v_empty = k_empty + S;
@@ -152,14 +152,9 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
     for (int i = 0; i < HD / 2; i++) o[i] *= inv[attn_frag_half(i)];
     /* the consumer's query rows are read by its own wgmmas only, all complete: they take the output tile */
     attn_stage_tile<HD, BM>(sQ, row0, o, 1.0f, warp, lane);
-    fence_proxy_async_shared();
-    named_bar_sync(1 + c, 128);
-    if (wtid == 0) {
-#pragma unroll
-        for (int x = 0; x < L::Q::kBoxes; x++)
-            tma_store_3d(&p.y, smem_u32(sQ + x * L::Q::kBoxBytes + row0 * 128), h * HD + 64 * x, qt * BM + row0, b);
-        bulk_commit();
-        bulk_wait<0>();
+    if (attn_store_begin(c, wtid)) {
+        attn_store_rows<HD, BM>(&p.y, sQ, row0, h * HD, qt * BM + row0, b);
+        attn_store_end();
     }
 }
 
@@ -176,10 +171,7 @@ static void launch_fwd(const void *qkv, void *y, float *lse, int B, int T, int H
     p.Hkv = Hkv;
     p.scale_log2 = ATTN_LOG2E / sqrtf((float)HD);
     static bool smem_set;
-    if (!smem_set) {
-        CUDA_CHECK(cudaFuncSetAttribute(attn_fwd_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, L::kSmem));
-        smem_set = true;
-    }
+    attn_set_smem(attn_fwd_kernel<HD>, L::kSmem, smem_set);
     attn_fwd_kernel<HD><<<dim3(Hq, B, cdiv(T, L::BM)), ATTN_THREADS, L::kSmem>>>(p);
     LAUNCH_CHECK("attn_fwd_kernel");
 }

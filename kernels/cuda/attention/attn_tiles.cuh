@@ -18,6 +18,7 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/gemm/gemm_ptx.cuh"
 
 #define ATTN_THREADS 384 /* one producer warpgroup and two consumer warpgroups */
@@ -40,6 +41,35 @@ __device__ __forceinline__ void attn_load_tile(uint8_t *tile, const CUtensorMap 
 #pragma unroll
     for (int x = 0; x < AttnTile<HD, R>::kBoxes; x++)
         tma_load_3d(tile + x * AttnTile<HD, R>::kBoxBytes, map, bar, col0 + 64 * x, row0, b);
+}
+
+/* The dynamic shared memory of a kernel, its base aligned to 1 KB (the 128-byte swizzle's pattern repeats there). */
+__device__ __forceinline__ uint8_t *attn_smem_base(uint8_t *raw) {
+    return reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
+}
+
+/* Issues the TMA stores of rows row0 .. row0 + 63 of an R-row tile to columns col0 .. col0 + HD - 1 from row t0 of
+ * sequence b (a map with boxes of 64 x 64); one thread. */
+template <int HD, int R>
+__device__ __forceinline__ void attn_store_rows(const CUtensorMap *map, const uint8_t *tile, int row0, int col0,
+                                                int t0, int b) {
+#pragma unroll
+    for (int x = 0; x < AttnTile<HD, R>::kBoxes; x++)
+        tma_store_3d(map, smem_u32(tile + x * AttnTile<HD, R>::kBoxBytes + row0 * 128), col0 + 64 * x, t0, b);
+}
+
+/* After a consumer warpgroup has staged its rows (attn_stage_tile / attn_stage_grad): its writes are made visible
+ * to TMA and the warpgroup syncs on its named barrier (1 + c); returns true in the one thread that then issues the
+ * stores (attn_store_rows) and calls attn_store_end. */
+__device__ __forceinline__ bool attn_store_begin(int c, int wtid) {
+    fence_proxy_async_shared();
+    named_bar_sync(1 + c, 128);
+    return wtid == 0;
+}
+/* Commits the stores and waits for them. */
+__device__ __forceinline__ void attn_store_end() {
+    bulk_commit();
+    bulk_wait<0>();
 }
 
 /* Descriptor of the k16 step kk of an R-row tile read K-major, starting at tile row row0 (a multiple of 8). */
@@ -195,6 +225,15 @@ __device__ __forceinline__ void attn_stage_grad(uint8_t *tile, int row0, const f
         }
         dot = attn_quad_sum(dot);
         if (live && (lane & 3) == 0) tail.cpart[grow * tail.nslots + slot] = dot;
+    }
+}
+
+/* Raises a kernel's dynamic shared-memory limit, once (host). */
+template <class Kernel>
+static void attn_set_smem(Kernel kernel, int bytes, bool &done) {
+    if (!done) {
+        CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+        done = true;
     }
 }
 
