@@ -129,13 +129,13 @@ else
     fail "out-of-vocabulary data: $(ls "$TMP/r5" 2>&1 | tr '\n' ' ') $(tail -2 "$TMP/out")"
 fi
 
-# A run shorter than its warmup works and says what was clamped (the tiny config's warmup is 50 steps).
-if $TRAIN -n 2 --eval-every 0 --sample-every 0 -o "$TMP/short" >"$TMP/out" 2>&1 &&
+# A run shorter than its warmup works and says what was clamped.
+if $TRAIN -c "$TMP/small.json" -n 2 --warmup-steps 50 --eval-every 0 --sample-every 0 -o "$TMP/short" >"$TMP/out" 2>&1 &&
    grep -q "warmup_steps (50) exceeds steps (2): the warmup is the run's 2 steps" "$TMP/out" &&
    [ "$(grep -c '"loss"' "$TMP/short/log.jsonl")" -eq 2 ]; then
     pass "-n 2 with a 50-step warmup trains 2 steps and says the warmup was clamped"
 else
-    fail "-n 2 with the default warmup: $(tail -3 "$TMP/out")"
+    fail "-n 2 with a 50-step warmup: $(tail -3 "$TMP/out")"
 fi
 
 # A good run, then the same run directory again must be refused without touching the log.
