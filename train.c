@@ -417,6 +417,7 @@ int main(int argc, char **argv) {
 
     install_signal_handlers();
     float grad_scale = (float)(1.0 / (double)step_tokens);
+    int skipped = 0; /* steps skipped for a non-finite loss or gradient norm, since this process started */
     for (int step = (int)start_step + 1; step <= t->steps; step++) {
         double t0 = now_seconds();
         double lr = lr_at_step(t, step);
@@ -429,15 +430,29 @@ int main(int argc, char **argv) {
             model_backward(&model, B, T, (micro == 0 ? MICRO_FIRST : 0) | (micro == accum - 1 ? MICRO_LAST : 0));
         }
         loss /= accum;
-        double norm = optimizer_step(&model, t, lr, step);
+        /* no update from a step whose loss or gradient norm is not finite (optimizer_step checks the norm) */
+        double norm = isfinite(loss) ? optimizer_step(&model, t, lr, step) : NAN;
         k->synchronize();
         double ms = (now_seconds() - t0) * 1e3;
         double tok_s = step_tokens / (ms * 1e-3);
         printf("step %5d/%d | loss %.4f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s\n", step, t->steps, loss, lr,
                norm, ms, tok_s);
         fflush(stdout);
-        if (!isfinite(loss)) die("the loss is not finite at step %d (lower the learning rate?)", step);
-        log_step(log, step, loss, lr, norm, ms, tok_s);
+        if (isfinite(loss) && isfinite(norm)) {
+            log_step(log, step, loss, lr, norm, ms, tok_s);
+        } else {
+            const char *what = isfinite(loss) ? "gradient norm" : "loss";
+            if (++skipped > t->skip_nonfinite)
+                die("step %d: the %s is not finite, so its update was not applied and the run stops; the checkpoints "
+                    "in %s are as they were (lower the learning rate, or pass --skip-nonfinite N to skip up to N such "
+                    "steps)", step, what, run_dir);
+            printf("step %d: the %s is not finite: no update (skipped step %d of at most %d)\n", step, what, skipped,
+                   t->skip_nonfinite);
+            cJSON *rec = cJSON_CreateObject();
+            cJSON_AddNumberToObject(rec, "step", step);
+            cJSON_AddStringToObject(rec, "skipped", what);
+            log_record(log, rec);
+        }
         int last = step == t->steps;
         if (val && (step % t->eval_every == 0 || last)) {
             double vl = evaluate(&model, val, t->eval_batches, inputs, targets);

@@ -74,6 +74,8 @@ static const Option OPTIONS[] = {
     {"beta2", 0, OPT_DOUBLE, T_(beta2), 0, 0.999999999, NULL, "0.95", "AdamW beta2"},
     {"adam_eps", 0, OPT_DOUBLE, T_(adam_eps), 0, 1, NULL, "1e-8", "AdamW epsilon"},
     {"grad_clip", 0, OPT_DOUBLE, T_(grad_clip), 0, BIG, NULL, "1", "clip the global gradient norm to this (0: off)"},
+    {"skip_nonfinite", 0, OPT_INT, T_(skip_nonfinite), 0, 1e9, NULL, "0",
+     "steps with a non-finite loss or gradient norm to skip (no update) before stopping (0: stop at the first)"},
     {"seed", 's', OPT_INT64, T_(seed), 0, 9e15, NULL, "1337", "seed of the init, the data order and sampling"},
     {"eval_every", 0, OPT_INT, T_(eval_every), 0, 1e9, NULL, "0", "validation loss every N steps (0: never)"},
     {"eval_batches", 0, OPT_INT, T_(eval_batches), 1, 1e9, NULL, "8", "validation batches per evaluation"},
@@ -496,6 +498,7 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
 /* Training keys that may change when a run is resumed: they do not change what the next step computes. */
 static const char *RESUME_SAFE_KEYS[] = {"steps", "eval_every", "eval_batches", "sample_every", "sample_tokens",
                                          "sample_prompt", "temperature", "checkpoint_every", "keep_last",
+                                         "skip_nonfinite",
                                          "export_dtype", "device", "fusion", "tokenizer", "out_dir", "init_from"};
 
 static int resume_safe(const char *key) {

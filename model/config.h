@@ -48,6 +48,7 @@ typedef struct TrainConfig {
     double wsd_decay_frac;            /* wsd: fraction of the steps spent in the final linear decay */
     double weight_decay, beta1, beta2, adam_eps;
     double grad_clip;                 /* global-norm clip threshold (0 = off) */
+    int skip_nonfinite;               /* steps with a non-finite loss or gradient norm skipped before stopping */
     int64_t seed;
     int eval_every, eval_batches;     /* 0 = never */
     int sample_every, sample_tokens;  /* 0 = never */

@@ -25,6 +25,7 @@ double optimizer_step(Model *m, const TrainConfig *t, double lr, int step) {
     const Kernels *k = m->k;
     size_t n = m->table.n_params, nd = m->table.n_decay;
     double norm = sqrt(model_grad_sum_squares(m));
+    if (!isfinite(norm)) return norm;
     double scale = 1.0;
     if (t->grad_clip > 0) {
         scale = t->grad_clip / (norm + 1e-6);

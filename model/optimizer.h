@@ -19,7 +19,8 @@ double lr_at_step(const TrainConfig *t, int step);
 
 /* Global gradient norm over all parameter gradients, then AdamW on the decayed range [0, n_decay) with
  * weight_decay and on the norm weights without, the gradients scaled by min(1, grad_clip / (norm + 1e-6)) when
- * grad_clip > 0 (torch.nn.utils.clip_grad_norm_). Returns the norm before clipping. */
+ * grad_clip > 0 (torch.nn.utils.clip_grad_norm_). Returns the norm before clipping; when it is not finite, no
+ * update is applied (it would make every weight NaN). */
 double optimizer_step(Model *m, const TrainConfig *t, double lr, int step);
 
 #endif

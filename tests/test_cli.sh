@@ -138,6 +138,40 @@ else
     fail "-n 2 with a 50-step warmup: $(tail -3 "$TMP/out")"
 fi
 
+# Non-finite values: initial weights whose final-norm weight is infinite make every loss non-finite. By default the
+# run stops at step 1, naming it, with no update and no step record; --skip-nonfinite 2 skips two steps (logged as
+# skipped) and stops at the third.
+$TRAIN -c "$TMP/small.json" -n 0 -o "$TMP/w0" >/dev/null 2>&1
+python3 - "$TMP/w0/step_00000000/model.safetensors" <<'EOF'
+import json, struct, sys
+path = sys.argv[1]
+b = bytearray(open(path, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+t = json.loads(b[8:8 + n])["model.norm.weight"]
+at = 8 + n + t["data_offsets"][0]
+if t["dtype"] == "F32":
+    b[at:at + 4] = struct.pack("<f", float("inf"))
+else:
+    b[at:at + 2] = struct.pack("<H", 0x7F80)  # bf16 +inf
+open(path, "wb").write(b)
+EOF
+NF=(-c "$TMP/small.json" --init-from "$TMP/w0/step_00000000" -n 4 --eval-every 0 --sample-every 0)
+$TRAIN "${NF[@]}" -o "$TMP/nf1" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ $rc -ne 0 ] && grep -q "step 1: the loss is not finite.*--skip-nonfinite" "$TMP/err" && ! grep -q '"loss"' "$TMP/nf1/log.jsonl"; then
+    pass "a non-finite loss stops the run at step 1 with no update and no step record: $(grep -m1 "step 1" "$TMP/err" | head -c 200)"
+else
+    fail "non-finite loss: exit $rc, $(head -c 300 "$TMP/err")"
+fi
+$TRAIN "${NF[@]}" --skip-nonfinite 2 -o "$TMP/nf2" >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ $rc -ne 0 ] && grep -q "step 3: the loss is not finite" "$TMP/err" && grep -q "skipped step 2 of at most 2" "$TMP/out" &&
+   [ "$(grep -c '"skipped"' "$TMP/nf2/log.jsonl")" -eq 2 ]; then
+    pass "--skip-nonfinite 2 skips two non-finite steps, logs them as skipped and stops at the third"
+else
+    fail "--skip-nonfinite 2: exit $rc, $(tail -2 "$TMP/out") $(head -c 300 "$TMP/err")"
+fi
+
 # A good run, then the same run directory again must be refused without touching the log.
 if $TRAIN -c "$TMP/small.json" -o "$TMP/run" >"$TMP/out" 2>&1 && [ "$(grep -c '"loss"' "$TMP/run/log.jsonl")" -eq 3 ] \
     && grep -q '"val_loss"' "$TMP/run/log.jsonl"; then
