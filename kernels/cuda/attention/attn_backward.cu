@@ -84,15 +84,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dkdv_kernel(const __grid
     const int kv = blockIdx.x, b = blockIdx.y, kb = blockIdx.z, group = p.Hq / p.Hkv;
     const int q_first = kb * BK / BQ, nq = (p.T + BQ - 1) / BQ - q_first, n_it = group * nq;
 
-    if (threadIdx.x == 0) {
-        mbar_init(kv_full, 1);
-        for (int s = 0; s < S; s++) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 8);
-        }
-        mbar_fence_init();
-    }
-    __syncthreads();
+    attn_init_barriers(kv_full, 1 + S, S); /* kv_full, full; empty */
 
     if (threadIdx.x < 128) {
         setmaxnreg_dec<24>();
@@ -203,15 +195,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dq_kernel(const __grid_c
     const int nk_causal = (qt + 1) * BM / BN, nk_seq = (p.T + BN - 1) / BN;
     const int n_blocks = nk_causal < nk_seq ? nk_causal : nk_seq;
 
-    if (threadIdx.x == 0) {
-        mbar_init(q_full, 1);
-        for (int s = 0; s < S; s++) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], 8);
-        }
-        mbar_fence_init();
-    }
-    __syncthreads();
+    attn_init_barriers(q_full, 1 + S, S); /* q_full, full; empty */
 
     if (threadIdx.x < 128) {
         setmaxnreg_dec<24>();

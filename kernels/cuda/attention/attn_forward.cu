@@ -43,17 +43,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
     const int h = blockIdx.x, b = blockIdx.y, qt = gridDim.z - 1 - blockIdx.z, kv = h / (p.Hq / p.Hkv);
     const int n_blocks = qt + 1;
 
-    if (threadIdx.x == 0) {
-        mbar_init(q_full, 1);
-        for (int s = 0; s < S; s++) {
-            mbar_init(&k_full[s], 1);
-            mbar_init(&v_full[s], 1);
-            mbar_init(&k_empty[s], 8); /* lane 0 of each consumer warp */
-            mbar_init(&v_empty[s], 8);
-        }
-        mbar_fence_init();
-    }
-    __syncthreads();
+    attn_init_barriers(q_full, 1 + 2 * S, 2 * S); /* q_full, k_full, v_full; k_empty, v_empty */
 
     if (threadIdx.x < 128) {
         /* ---------------- producer */

@@ -48,6 +48,16 @@ __device__ __forceinline__ uint8_t *attn_smem_base(uint8_t *raw) {
     return reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
 }
 
+/* The CTA's mbarriers, contiguous in shared memory: the first n_full completed by the producer's one arrival (and
+ * its TMA bytes), then n_empty completed by lane 0 of each of the 8 consumer warps. Every thread calls it. */
+__device__ __forceinline__ void attn_init_barriers(uint64_t *bars, int n_full, int n_empty) {
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < n_full + n_empty; i++) mbar_init(&bars[i], i < n_full ? 1 : 8);
+        mbar_fence_init();
+    }
+    __syncthreads();
+}
+
 /* Issues the TMA stores of rows row0 .. row0 + 63 of an R-row tile to columns col0 .. col0 + HD - 1 from row t0 of
  * sequence b (a map with boxes of 64 x 64); one thread. */
 template <int HD, int R>
