@@ -3,12 +3,12 @@
  * rank, and a byte-pair encoder that merges by rank. */
 #include "data/tokenizer.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/types.h>
+
+#include "model/fsutil.h"
 
 #define LLAMA3_NUM_RANKS 128000
 #define LLAMA3_NUM_SPECIAL 256
@@ -103,67 +103,70 @@ static int base64_decode_append(const char *s, size_t n, Bytes *out, int *out_of
     return 0;
 }
 
-/* Parses the "base64 rank" lines into pieces and offsets (ranks 0..N-1 in order, N = 128000); offsets gets room for
- * the special tokens too. */
-static int parse_tiktoken_file(const char *path, Bytes *pieces, size_t **offsets, char *err, size_t errlen) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errlen, "cannot open tokenizer file %s: %s", path, strerror(errno));
-        return -1;
+/* The rank written as the decimal digits s[0..n), or -1 if it is not one or exceeds INT32_MAX. */
+static int64_t parse_rank(const char *s, size_t n) {
+    int64_t v = 0;
+    if (n == 0) return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') return -1;
+        v = v * 10 + (s[i] - '0');
+        if (v > INT32_MAX) return -1;
     }
+    return v;
+}
+
+/* Parses the "base64 rank" lines of text[0..len) into pieces and offsets (ranks 0..N-1 in order, N = 128000);
+ * offsets gets room for the special tokens too. name is the file, for messages. */
+static int parse_tiktoken_text(const char *text, size_t len, const char *name, Bytes *pieces, size_t **offsets,
+                               char *err, size_t errlen) {
     *offsets = malloc((LLAMA3_NUM_RANKS + LLAMA3_NUM_SPECIAL + 1) * sizeof **offsets);
-    char *line = NULL;
-    size_t line_cap = 0;
     long line_no = 0;
-    int count = 0, status = -1, out_of_memory = !*offsets;
-    ssize_t len;
-    while (!out_of_memory && (len = getline(&line, &line_cap, f)) >= 0) {
+    int count = 0, out_of_memory = !*offsets;
+    for (size_t at = 0; at < len && !out_of_memory;) {
+        const char *line = text + at, *newline = memchr(line, '\n', len - at);
+        size_t n = newline ? (size_t)(newline - line) : len - at;
+        at += n + (newline != NULL);
         line_no++;
-        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
-        char *space = strchr(line, ' ');
-        if (!space || space == line || space[1] == '\0') {
-            snprintf(err, errlen, "tokenizer file %s, line %ld: expected \"base64-token rank\", got \"%.60s\"", path,
-                     line_no, line);
-            goto done;
+        while (n > 0 && line[n - 1] == '\r') n--;
+        int shown = n < 60 ? (int)n : 60;
+        const char *space = memchr(line, ' ', n);
+        if (!space || space == line || space + 1 == line + n) {
+            snprintf(err, errlen, "tokenizer file %s, line %ld: expected \"base64-token rank\", got \"%.*s\"", name,
+                     line_no, shown, line);
+            return -1;
         }
         if (count == LLAMA3_NUM_RANKS) {
-            snprintf(err, errlen, "tokenizer file %s, line %ld: more than %d ranks (Llama 3 has %d)", path, line_no,
+            snprintf(err, errlen, "tokenizer file %s, line %ld: more than %d ranks (Llama 3 has %d)", name, line_no,
                      LLAMA3_NUM_RANKS, LLAMA3_NUM_RANKS);
-            goto done;
+            return -1;
         }
-        char *rank_end;
-        errno = 0;
-        unsigned long long rank = strtoull(space + 1, &rank_end, 10);
-        if (space[1] < '0' || space[1] > '9' || *rank_end != '\0' || errno != 0 || rank != (unsigned long long)count) {
+        size_t rank_len = (size_t)(line + n - space - 1);
+        if (parse_rank(space + 1, rank_len) != count) {
             snprintf(err, errlen,
-                     "tokenizer file %s, line %ld: rank \"%.30s\" where %d was expected (ranks must be 0, 1, 2, ... "
+                     "tokenizer file %s, line %ld: rank \"%.*s\" where %d was expected (ranks must be 0, 1, 2, ... "
                      "in order)",
-                     path, line_no, space + 1, count);
-            goto done;
+                     name, line_no, rank_len < 30 ? (int)rank_len : 30, space + 1, count);
+            return -1;
         }
         (*offsets)[count] = pieces->len;
         if (base64_decode_append(line, (size_t)(space - line), pieces, &out_of_memory) != 0) {
-            if (!out_of_memory)
-                snprintf(err, errlen, "tokenizer file %s, line %ld: invalid base64 token \"%.*s\"", path, line_no,
-                         (int)(space - line < 60 ? space - line : 60), line);
-            goto done;
+            if (out_of_memory) break;
+            snprintf(err, errlen, "tokenizer file %s, line %ld: invalid base64 token \"%.*s\"", name, line_no,
+                     (int)(space - line < 60 ? space - line : 60), line);
+            return -1;
         }
         count++;
     }
     if (out_of_memory) {
-        snprintf(err, errlen, "tokenizer file %s: out of memory", path);
-    } else if (ferror(f)) {
-        snprintf(err, errlen, "tokenizer file %s: read error after line %ld: %s", path, line_no, strerror(errno));
-    } else if (count != LLAMA3_NUM_RANKS) {
-        snprintf(err, errlen, "tokenizer file %s: %d ranks, expected %d (a Llama 3 tiktoken tokenizer.model)", path,
-                 count, LLAMA3_NUM_RANKS);
-    } else {
-        status = 0;
+        snprintf(err, errlen, "tokenizer file %s: out of memory", name);
+        return -1;
     }
-done:
-    free(line);
-    fclose(f);
-    return status;
+    if (count != LLAMA3_NUM_RANKS) {
+        snprintf(err, errlen, "tokenizer file %s: %d ranks, expected %d (a Llama 3 tiktoken tokenizer.model)", name,
+                 count, LLAMA3_NUM_RANKS);
+        return -1;
+    }
+    return 0;
 }
 
 static Tokenizer *byte_tokenizer(char *err, size_t errlen) {
@@ -232,10 +235,23 @@ static int build_rank_table(Tokenizer *tok, const char *path, char *err, size_t 
 
 Tokenizer *tokenizer_open(const char *spec, char *err, size_t errlen) {
     if (strcmp(spec, "byte") == 0) return byte_tokenizer(err, errlen);
+    size_t len;
+    char inner[512];
+    char *text = fs_read_all(spec, &len, inner, sizeof inner);
+    if (!text) {
+        snprintf(err, errlen, "tokenizer file %s", inner); /* inner is "PATH: problem" */
+        return NULL;
+    }
+    Tokenizer *tok = tokenizer_from_memory(text, len, spec, err, errlen);
+    free(text);
+    return tok;
+}
+
+Tokenizer *tokenizer_from_memory(const char *text, size_t len, const char *name, char *err, size_t errlen) {
     Bytes pieces = {0};
     size_t *offsets = NULL;
     Tokenizer *tok = NULL;
-    if (parse_tiktoken_file(spec, &pieces, &offsets, err, errlen) != 0) goto fail;
+    if (parse_tiktoken_text(text, len, name, &pieces, &offsets, err, errlen) != 0) goto fail;
     if (append_special_names(&pieces, offsets) != 0) {
         snprintf(err, errlen, "tokenizer: out of memory");
         goto fail;
@@ -250,7 +266,7 @@ Tokenizer *tokenizer_open(const char *spec, char *err, size_t errlen) {
                        .num_ranks = LLAMA3_NUM_RANKS,
                        .bytes = pieces.data,
                        .offsets = offsets};
-    if (build_rank_table(tok, spec, err, errlen) != 0) {
+    if (build_rank_table(tok, name, err, errlen) != 0) {
         tokenizer_close(tok);
         return NULL;
     }

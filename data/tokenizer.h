@@ -15,6 +15,8 @@ typedef struct Tokenizer Tokenizer;
 /* spec is "byte" or the path of a tiktoken-format file. NULL with a message in err on failure (naming the file,
  * the line and the problem for a malformed file). */
 Tokenizer *tokenizer_open(const char *spec, char *err, size_t errlen);
+/* The same from a tiktoken file's len bytes in memory; name is the file, for messages. */
+Tokenizer *tokenizer_from_memory(const char *text, size_t len, const char *name, char *err, size_t errlen);
 void tokenizer_close(Tokenizer *tok);
 
 int tokenizer_vocab_size(const Tokenizer *tok); /* 256 or 128256 */

@@ -220,12 +220,21 @@ static int parse_rope_scaling(Config *cfg, const cJSON *rs, const char *where, c
     };
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(rs, fields[i].key);
-        if (!cJSON_IsNumber(v) || v->valuedouble <= 0) {
+        if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble <= 0) {
             snprintf(err, errlen, "%s: rope_scaling.%s must be a positive number", where, fields[i].key);
             return -1;
         }
-        if (fields[i].dst) *fields[i].dst = v->valuedouble;
-        else *fields[i].idst = (int)v->valuedouble;
+        if (fields[i].dst) {
+            *fields[i].dst = v->valuedouble;
+            continue;
+        }
+        const Option *limit = find_option("max_position_embeddings"); /* a position count like it */
+        if (v->valuedouble != floor(v->valuedouble) || v->valuedouble > limit->max) {
+            snprintf(err, errlen, "%s: rope_scaling.%s must be an integer in [1, %.0f]", where, fields[i].key,
+                     limit->max);
+            return -1;
+        }
+        *fields[i].idst = (int)v->valuedouble;
     }
     if (m->rope_high_freq_factor <= m->rope_low_freq_factor) {
         snprintf(err, errlen, "%s: rope_scaling needs high_freq_factor > low_freq_factor", where);
@@ -244,9 +253,22 @@ static int parse_rope_scaling(Config *cfg, const cJSON *rs, const char *where, c
 }
 
 int config_load_file(Config *cfg, const char *path, char *err, size_t errlen) {
+    size_t len;
+    char inner[512];
+    char *text = fs_read_all(path, &len, inner, sizeof(inner));
+    if (!text) {
+        snprintf(err, errlen, "config %s", inner); /* inner is "PATH: problem" */
+        return -1;
+    }
+    int rc = config_load_json(cfg, text, len, path, err, errlen);
+    free(text);
+    return rc;
+}
+
+int config_load_json(Config *cfg, const char *text, size_t len, const char *path, char *err, size_t errlen) {
     char where[CONFIG_PATH_MAX + 16];
     snprintf(where, sizeof(where), "config %s", path);
-    cJSON *root = fs_read_json(path, where, err, errlen);
+    cJSON *root = fs_parse_json(text, len, where, err, errlen);
     if (!root) return -1;
     int rc = 0;
     if (!cJSON_IsObject(root)) {
@@ -354,8 +376,7 @@ static int *switch_field(Config *cfg, const char *arg) {
     return NULL;
 }
 
-/* Applies the switches and flags of the command line onto cfg; -c's value goes to *config_path (NULL if absent). */
-static int apply_args(Config *cfg, int argc, char **argv, const char **config_path, char *err, size_t errlen) {
+int config_apply_flags(Config *cfg, int argc, char **argv, const char **config_path, char *err, size_t errlen) {
     *config_path = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -474,14 +495,14 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
     Config scout;
     config_defaults(&scout);
     const char *config_path;
-    if (apply_args(&scout, argc, argv, &config_path, err, errlen)) return -1;
+    if (config_apply_flags(&scout, argc, argv, &config_path, err, errlen)) return -1;
     char file[CONFIG_PATH_MAX + 16];
     if (config_path) snprintf(file, sizeof(file), "%s", config_path);
     else if (scout.train.resume) file[0] = 0;
     else if (scout.train.init_from[0]) snprintf(file, sizeof(file), "%s/config.json", scout.train.init_from);
     else snprintf(file, sizeof(file), "%s", cfg->path);
     if (file[0] && config_load_file(cfg, file, err, errlen)) return -1;
-    if (apply_args(cfg, argc, argv, &config_path, err, errlen)) return -1;
+    if (config_apply_flags(cfg, argc, argv, &config_path, err, errlen)) return -1;
     if (cfg->train.resume) return 0;
     if (cfg->train.resume_fallback) {
         snprintf(err, errlen, "flag --resume-fallback only goes with --resume");
@@ -512,9 +533,9 @@ int config_resume_merge(Config *ckpt, int argc, char **argv, char *err, size_t e
     const char *config_path;
     Config scout;
     config_defaults(&scout);
-    if (apply_args(&scout, argc, argv, &config_path, err, errlen)) return -1;
+    if (config_apply_flags(&scout, argc, argv, &config_path, err, errlen)) return -1;
     if (config_path && config_load_file(&merged, config_path, err, errlen)) return -1;
-    if (apply_args(&merged, argc, argv, &config_path, err, errlen)) return -1;
+    if (config_apply_flags(&merged, argc, argv, &config_path, err, errlen)) return -1;
     snprintf(merged.path, sizeof(merged.path), "%s", ckpt->path);
     const char *key = config_model_difference(&ckpt->model, &merged.model);
     if (key) {

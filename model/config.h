@@ -88,6 +88,12 @@ const char *config_model_difference(const ModelConfig *a, const ModelConfig *b);
 
 /* Reads and validates one JSON config file into cfg (on top of what cfg holds). 0 or -1 with a message. */
 int config_load_file(Config *cfg, const char *path, char *err, size_t errlen);
+/* The same from len bytes of JSON text in memory; path names it in messages and becomes cfg->path. */
+int config_load_json(Config *cfg, const char *text, size_t len, const char *path, char *err, size_t errlen);
+
+/* Applies the switches and flags of argv[1..argc) onto cfg (no file is read); -c's value goes to *config_path (NULL
+ * if absent). 0 or -1 with a message naming the flag. */
+int config_apply_flags(Config *cfg, int argc, char **argv, const char **config_path, char *err, size_t errlen);
 
 /* Checks consistency of everything (shapes, ranges, batch arithmetic). 0 or -1 with a message. */
 int config_validate(const Config *cfg, char *err, size_t errlen);

@@ -188,6 +188,18 @@ char *fs_read_all(const char *path, size_t *len_out, char *err, size_t errlen) {
     return text;
 }
 
+cJSON *fs_parse_json(const char *text, size_t len, const char *where, char *err, size_t errlen) {
+    cJSON *root = cJSON_ParseWithLength(text, len);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        long off = at ? (long)(at - text) : -1;
+        int line = 1;
+        for (long i = 0; i < off && i < (long)len; i++) line += text[i] == '\n';
+        snprintf(err, errlen, "%s: not valid JSON (near line %d)", where, line);
+    }
+    return root;
+}
+
 cJSON *fs_read_json(const char *path, const char *where, char *err, size_t errlen) {
     size_t len;
     char inner[512];
@@ -198,14 +210,7 @@ cJSON *fs_read_json(const char *path, const char *where, char *err, size_t errle
         snprintf(err, errlen, "%s: %s", where, problem);
         return NULL;
     }
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at ? (long)(at - text) : -1;
-        int line = 1;
-        for (long i = 0; i < off && i < (long)len; i++) line += text[i] == '\n';
-        snprintf(err, errlen, "%s: not valid JSON (near line %d)", where, line);
-    }
+    cJSON *root = fs_parse_json(text, len, where, err, errlen);
     free(text);
     return root;
 }

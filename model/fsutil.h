@@ -30,6 +30,8 @@ int fs_replace_atomic(const char *path, const void *data, size_t n, char *err, s
 
 /* The whole file, NUL-terminated (the caller frees it); *len (when not NULL) gets its length. */
 char *fs_read_all(const char *path, size_t *len, char *err, size_t errlen);
+/* Parses JSON text of len bytes; a message (prefixed by `where`) names the line of a syntax error. */
+cJSON *fs_parse_json(const char *text, size_t len, const char *where, char *err, size_t errlen);
 /* Reads and parses a JSON file; messages are prefixed by `where` (e.g. "config runs/x/config.json"). */
 cJSON *fs_read_json(const char *path, const char *where, char *err, size_t errlen);
 

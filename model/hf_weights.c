@@ -24,25 +24,26 @@ typedef struct Transfer {
     float *rows, *span;
 } Transfer;
 
-static int transfer_alloc(Transfer *x, const ModelConfig *c, int max_cols) {
-    x->chunk_rows = CHUNK_ELEMS / (size_t)max_cols;
+/* Buffers for chunks of CHUNK_ELEMS values of the widest of the n tensors ts (fewer when the largest tensor is
+ * smaller). */
+static int transfer_alloc(Transfer *x, const ModelConfig *c, const HfTensor *ts, int n) {
+    size_t max_rows = 1, max_cols = 1;
+    for (int i = 0; i < n; i++) {
+        if ((size_t)ts[i].rows > max_rows) max_rows = (size_t)ts[i].rows;
+        if ((size_t)ts[i].cols > max_cols) max_cols = (size_t)ts[i].cols;
+    }
+    x->chunk_rows = CHUNK_ELEMS / max_cols;
+    if (x->chunk_rows > max_rows) x->chunk_rows = max_rows;
     if (x->chunk_rows == 0) x->chunk_rows = 1;
     x->span_cap_rows = 2 * x->chunk_rows + 2 * (size_t)c->head_dim;
-    x->rows = malloc(x->chunk_rows * (size_t)max_cols * sizeof(float));
-    x->span = malloc(x->span_cap_rows * (size_t)max_cols * sizeof(float));
+    x->rows = malloc(x->chunk_rows * max_cols * sizeof(float));
+    x->span = malloc(x->span_cap_rows * max_cols * sizeof(float));
     return x->rows && x->span ? 0 : -1;
 }
 
 static void transfer_free(Transfer *x) {
     free(x->rows);
     free(x->span);
-}
-
-static int max_cols_of(const HfTensor *ts, int n) {
-    int m = 1;
-    for (int i = 0; i < n; i++)
-        if (ts[i].cols > m) m = ts[i].cols;
-    return m;
 }
 
 static RowChunk chunk_at(const HfTensor *t, size_t r0, size_t chunk_rows) {
@@ -86,7 +87,7 @@ int hf_export_weights(const Model *m, const char *path, StDtype dtype, char *err
         infos[i].shape[0] = ts[i].is_vector ? ts[i].cols : ts[i].rows;
         infos[i].shape[1] = ts[i].cols;
     }
-    if (transfer_alloc(&x, &m->cfg, max_cols_of(ts, n))) {
+    if (transfer_alloc(&x, &m->cfg, ts, n)) {
         snprintf(err, errlen, "%s: out of host memory", path);
         goto done;
     }
@@ -305,7 +306,7 @@ int hf_import_weights(Model *m, const char *dir, char *err, size_t errlen) {
     }
     hf_tensor_list(&m->cfg, ts);
     if (source_open(&s, dir, err, errlen) || check_tensors(&s, &m->cfg, ts, n, err, errlen)) goto done;
-    if (transfer_alloc(&x, &m->cfg, max_cols_of(ts, n))) {
+    if (transfer_alloc(&x, &m->cfg, ts, n)) {
         snprintf(err, errlen, "--init-from %s: out of host memory", dir);
         goto done;
     }

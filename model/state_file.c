@@ -157,7 +157,9 @@ int state_write(const char *path, const Model *m, const TrainState *s, const cha
 typedef struct In {
     FILE *f;
     const char *path;
-    uint64_t size, at; /* file size, read offset */
+    uint64_t size, at;  /* file size, read offset */
+    unsigned char *buf; /* payloads stream through it */
+    size_t buf_bytes;   /* STREAM_BYTES, or a multiple of 4 above the file size when that is smaller */
 } In;
 
 /* Called with consecutive pieces of a section's payload. */
@@ -190,7 +192,7 @@ static int read_exact(In *in, void *p, size_t n, char *err, size_t errlen) {
 /* Reads the section `name`, which must hold `want` bytes (or at most `max` when want == 0), feeding its payload to
  * consume, and checks its CRCs. *n_bytes gets the payload size. */
 static int read_section(In *in, const char *name, uint64_t want, uint64_t max, Consume consume, void *ctx,
-                        unsigned char *buf, uint64_t *n_bytes, char *err, size_t errlen) {
+                        uint64_t *n_bytes, char *err, size_t errlen) {
     unsigned char h[SECTION_HEADER_BYTES];
     if (in->size - in->at < SECTION_HEADER_BYTES) {
         snprintf(err, errlen, "state %s: truncated: the file ends at byte %llu, before section \"%s\"", in->path,
@@ -204,9 +206,17 @@ static int read_section(In *in, const char *name, uint64_t want, uint64_t max, C
                  "damaged", in->path, name, (unsigned long long)start);
         return -1;
     }
+    char padded[16] = {0};
+    memcpy(padded, name, strlen(name));
     if (strncmp((const char *)h, name, 16) != 0) {
         snprintf(err, errlen, "state %s: expected section \"%s\" at byte %llu, found \"%.16s\"", in->path, name,
                  (unsigned long long)start, (const char *)h);
+        return -1;
+    }
+    if (memcmp(h, padded, 16) != 0 || get_u32(h + 24) != 0) {
+        snprintf(err, errlen, "state %s: section \"%s\": its header at byte %llu has other bytes than zeros after "
+                 "the name or in the reserved field: not a file this trainer wrote", in->path, name,
+                 (unsigned long long)start);
         return -1;
     }
     uint64_t n = get_u64(h + 16);
@@ -223,11 +233,11 @@ static int read_section(In *in, const char *name, uint64_t want, uint64_t max, C
         return -1;
     }
     uint32_t crc = 0;
-    for (uint64_t off = 0; off < n; off += STREAM_BYTES) {
-        size_t len = (size_t)(n - off < STREAM_BYTES ? n - off : STREAM_BYTES);
-        if (read_exact(in, buf, len, err, errlen)) return -1;
-        crc = crc_of(crc, buf, len);
-        consume(ctx, buf, (size_t)off, len);
+    for (uint64_t off = 0; off < n; off += in->buf_bytes) {
+        size_t len = (size_t)(n - off < in->buf_bytes ? n - off : in->buf_bytes);
+        if (read_exact(in, in->buf, len, err, errlen)) return -1;
+        crc = crc_of(crc, in->buf, len);
+        consume(ctx, in->buf, (size_t)off, len);
     }
     unsigned char c[4];
     if (read_exact(in, c, 4, err, errlen)) return -1;
@@ -256,6 +266,11 @@ static int read_header(In *in, const Model *m, TrainState *s, char *err, size_t 
         snprintf(err, errlen, "state %s: the header fails its CRC check: the file is damaged", in->path);
         return -1;
     }
+    if (get_u32(h + 68) != 0) {
+        snprintf(err, errlen, "state %s: the header's reserved field (byte 68) is not zero: the file is damaged",
+                 in->path);
+        return -1;
+    }
     if (get_u32(h + 8) != VERSION || get_u32(h + 12) != N_SECTIONS) {
         snprintf(err, errlen, "state %s: version %u with %u sections; this trainer reads version %d with %d",
                  in->path, get_u32(h + 8), get_u32(h + 12), VERSION, N_SECTIONS);
@@ -279,29 +294,30 @@ static int read_header(In *in, const Model *m, TrainState *s, char *err, size_t 
     return 0;
 }
 
-static int read_all(In *in, Model *m, TrainState *s, char **config_json, unsigned char *buf, char *err,
-                    size_t errlen) {
+static int read_all(In *in, Model *m, TrainState *s, char **config_json, char *err, size_t errlen) {
     if (read_header(in, m, s, err, errlen)) return -1;
     uint64_t n = (uint64_t)m->table.n_params * 4, got;
     DeviceTarget master = {m, m->master, 1}, am = {m, m->adam_m, 0}, av = {m, m->adam_v, 0};
-    if (read_section(in, "master", n, 0, consume_device, &master, buf, &got, err, errlen) ||
-        read_section(in, "adam_m", n, 0, consume_device, &am, buf, &got, err, errlen) ||
-        read_section(in, "adam_v", n, 0, consume_device, &av, buf, &got, err, errlen))
+    if (read_section(in, "master", n, 0, consume_device, &master, &got, err, errlen) ||
+        read_section(in, "adam_m", n, 0, consume_device, &am, &got, err, errlen) ||
+        read_section(in, "adam_v", n, 0, consume_device, &av, &got, err, errlen))
         return -1;
     unsigned char pos[DATA_POSITION_BYTES], rng[8];
-    if (read_section(in, "data_position", sizeof(pos), 0, consume_memory, pos, buf, &got, err, errlen) ||
-        read_section(in, "sampler_rng", sizeof(rng), 0, consume_memory, rng, buf, &got, err, errlen))
+    if (read_section(in, "data_position", sizeof(pos), 0, consume_memory, pos, &got, err, errlen) ||
+        read_section(in, "sampler_rng", sizeof(rng), 0, consume_memory, rng, &got, err, errlen))
         return -1;
     s->data = (DataPosition){get_u64(pos), get_u64(pos + 8), get_u64(pos + 16)};
     s->data_shards = get_u64(pos + 24);
     s->data_tokens = get_u64(pos + 32);
     s->sample_rng = get_u64(rng);
-    char *text = malloc(MAX_CONFIG_BYTES + 1);
+    /* the config section is at most MAX_CONFIG_BYTES, and no larger than the file */
+    uint64_t max_config = in->size < MAX_CONFIG_BYTES ? in->size : MAX_CONFIG_BYTES;
+    char *text = malloc((size_t)max_config + 1);
     if (!text) {
         snprintf(err, errlen, "state %s: out of host memory", in->path);
         return -1;
     }
-    if (read_section(in, "config", 0, MAX_CONFIG_BYTES, consume_memory, text, buf, &got, err, errlen)) {
+    if (read_section(in, "config", 0, max_config, consume_memory, text, &got, err, errlen)) {
         free(text);
         return -1;
     }
@@ -322,21 +338,23 @@ static int read_all(In *in, Model *m, TrainState *s, char **config_json, unsigne
 
 int state_read(const char *path, Model *m, TrainState *s, char **config_json, char *err, size_t errlen) {
     if (config_json) *config_json = NULL;
-    In in = {fopen(path, "rb"), path, 0, 0};
+    In in = {fopen(path, "rb"), path, 0, 0, NULL, 0};
     if (!in.f) {
         snprintf(err, errlen, "state %s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
-    unsigned char *buf = malloc(STREAM_BYTES);
     int rc = -1;
-    if (fstat(fileno(in.f), &st) != 0) snprintf(err, errlen, "state %s: cannot read its size: %s", path, strerror(errno));
-    else if (!buf) snprintf(err, errlen, "state %s: out of host memory", path);
-    else {
+    if (fstat(fileno(in.f), &st) != 0) {
+        snprintf(err, errlen, "state %s: cannot read its size: %s", path, strerror(errno));
+    } else {
         in.size = (uint64_t)st.st_size;
-        rc = read_all(&in, m, s, config_json, buf, err, errlen);
+        in.buf_bytes = in.size < STREAM_BYTES ? (size_t)in.size / 4 * 4 + 4 : STREAM_BYTES; /* whole floats */
+        in.buf = malloc(in.buf_bytes);
+        if (!in.buf) snprintf(err, errlen, "state %s: out of host memory", path);
+        else rc = read_all(&in, m, s, config_json, err, errlen);
     }
-    free(buf);
+    free(in.buf);
     fclose(in.f);
     return rc;
 }

@@ -1,5 +1,6 @@
 /* ckpt_fixtures.h: helpers shared by the checkpoint tests (test_safetensors.c, test_hf_weights.c,
- * test_checkpoint.c): a small model, temporary directories, whole-file byte access. */
+ * test_checkpoint.c, and the fuzz harnesses): a small model, temporary directories, whole-file byte access, a
+ * sharded copy of a safetensors file. */
 #ifndef CKPT_FIXTURES_H
 #define CKPT_FIXTURES_H
 
@@ -8,8 +9,11 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <cjson/cJSON.h>
+
 #include "model/fsutil.h"
 #include "model/model.h"
+#include "model/safetensors.h"
 #include "tests/small_model.h"
 
 /* A model of config c with the documented init of seed (and the Adam moments filled with something nonzero when
@@ -91,6 +95,44 @@ static inline int files_equal(const char *a, const char *b) {
     free(x);
     free(y);
     return eq;
+}
+
+/* Splits the safetensors file src into two shards, model-00001-of-00002.safetensors and model-00002-of-00002.safetensors,
+ * and their model.safetensors.index.json, in shard_dir. */
+static inline int write_shards(const char *src, const char *shard_dir, char *err, size_t errlen) {
+    StFile *f = st_open(src, err, errlen);
+    if (!f) return -1;
+    int n = st_count(f), half = n / 2, rc = 0;
+    cJSON *index = cJSON_CreateObject(), *map = cJSON_AddObjectToObject(index, "weight_map");
+    cJSON_AddObjectToObject(index, "metadata");
+    for (int part = 0; part < 2 && rc == 0; part++) {
+        int lo = part ? half : 0, hi = part ? n : half;
+        char name[64], path[700];
+        snprintf(name, sizeof(name), "model-%05d-of-00002.safetensors", part + 1);
+        snprintf(path, sizeof(path), "%s/%s", shard_dir, name);
+        StTensorInfo *infos = malloc((size_t)(hi - lo) * sizeof(StTensorInfo));
+        for (int i = lo; i < hi; i++) {
+            infos[i - lo] = *st_tensor(f, i);
+            cJSON_AddStringToObject(map, infos[i - lo].name, name);
+        }
+        StWriter *w = st_writer_open(path, infos, hi - lo, err, errlen);
+        rc = w ? 0 : -1;
+        for (int i = lo; i < hi && rc == 0; i++) {
+            size_t numel = (size_t)st_numel(&infos[i - lo]);
+            float *v = malloc(numel * sizeof(float) + 4);
+            rc = st_read_f32(f, st_tensor(f, i), 0, numel, v, err, errlen) || st_writer_append_f32(w, v, numel, err, errlen);
+            free(v);
+        }
+        if (w) rc |= rc ? (st_writer_abort(w), -1) : st_writer_close(w, err, errlen);
+        free(infos);
+    }
+    char *text = cJSON_Print(index), path[700];
+    snprintf(path, sizeof(path), "%s/model.safetensors.index.json", shard_dir);
+    if (rc == 0) rc = write_bytes(path, text, strlen(text));
+    free(text);
+    cJSON_Delete(index);
+    st_close(f);
+    return rc;
 }
 
 #endif

@@ -1,12 +1,13 @@
 /* test_checkpoint.c: the resume state file and checkpoint directories. state.bin round-trips the master weights, the
  * Adam moments, the data position, the sampler state and the config bitwise; a flipped byte in any section (or in a
- * header), a truncation anywhere, trailing bytes and a state of another model shape are each an error naming the file
- * and the section. Checkpoint directories: listing ignores temporaries, pruning keeps the newest K, leftovers of a
- * crash are cleaned, a missing or truncated file is found, a state of another step is refused. The log is cut back
- * to a step without torn lines. */
+ * header), a truncation anywhere, trailing bytes, nonzero padding or reserved bytes (with their CRC right) and a state
+ * of another model shape are each an error naming the file and the section. Checkpoint directories: listing ignores
+ * temporaries, pruning keeps the newest K, leftovers of a crash are cleaned, a missing or truncated file is found, a
+ * state of another step is refused. The log is cut back to a step without torn lines. */
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include "model/checkpoint.h"
 #include "model/run_dir.h"
@@ -66,6 +67,22 @@ static void expect_bad_state(const char *label, const char *path, const ModelCon
     model_destroy(&m);
 }
 
+/* Sets byte `offset` of the file to v and stores the right CRC32 of the n bytes from `from` at `from + n` (a change
+ * that the CRCs do not catch). */
+static void set_byte_with_crc(const char *path, size_t offset, unsigned char v, size_t from, size_t n) {
+    size_t len;
+    unsigned char *b = read_bytes(path, &len);
+    if (!b || offset >= len || from + n + 4 > len) {
+        free(b);
+        return;
+    }
+    b[offset] = v;
+    uint32_t crc = (uint32_t)crc32(0, b + from, (uInt)n);
+    memcpy(b + from + n, &crc, 4);
+    write_bytes(path, b, len);
+    free(b);
+}
+
 static void test_state_damage(const char *good, const Model *a) {
     static const char *names[] = {"master", "adam_m", "adam_v", "data_position", "sampler_rng", "config"};
     char path[512];
@@ -86,6 +103,18 @@ static void test_state_damage(const char *good, const Model *a) {
     copy_file(good, path);
     flip_byte(path, section_offset(np, 2) + 17); /* the length field of adam_v */
     expect_bad_state("a flipped byte in a section header", path, &a->cfg, "\"adam_v\"", "header");
+    /* bytes that the writer leaves zero and no CRC covers, or that a CRC recomputed over them does not catch */
+    copy_file(good, path);
+    set_byte_with_crc(path, 68, 1, 0, 64);
+    expect_bad_state("a nonzero reserved field in the file header", path, &a->cfg, "reserved", NULL);
+    copy_file(good, path);
+    set_byte_with_crc(path, section_offset(np, 2) + 8, 'E', section_offset(np, 2), 28);
+    expect_bad_state("a section name with other bytes than NUL after it (its CRC right)", path, &a->cfg, "\"adam_v\"",
+                     "after the name");
+    copy_file(good, path);
+    set_byte_with_crc(path, section_offset(np, 4) + 25, 1, section_offset(np, 4), 28);
+    expect_bad_state("a nonzero reserved field in a section header (its CRC right)", path, &a->cfg,
+                     "\"sampler_rng\"", "reserved");
     size_t cuts[] = {40, 72 + 10, section_offset(np, 1) + 100, section_offset(np, 6) - 2};
     for (int i = 0; i < 4; i++) {
         char label[64];
