@@ -40,7 +40,7 @@ typedef struct Bytes {
 
 static int bytes_append(Bytes *b, const void *src, size_t n) {
     if (b->len + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 1 << 20;
+        size_t cap = b->cap ? b->cap : 4096;
         while (cap < b->len + n) cap *= 2;
         char *data = realloc(b->data, cap);
         if (!data) return -1;
@@ -116,10 +116,14 @@ static int64_t parse_rank(const char *s, size_t n) {
 }
 
 /* Parses the "base64 rank" lines of text[0..len) into pieces and offsets (ranks 0..N-1 in order, N = 128000);
- * offsets gets room for the special tokens too. name is the file, for messages. */
+ * offsets gets room for the special tokens too (sized by the text's lines, so that a short, bad file costs little).
+ * name is the file, for messages. */
 static int parse_tiktoken_text(const char *text, size_t len, const char *name, Bytes *pieces, size_t **offsets,
                                char *err, size_t errlen) {
-    *offsets = malloc((LLAMA3_NUM_RANKS + LLAMA3_NUM_SPECIAL + 1) * sizeof **offsets);
+    size_t lines = 1;
+    for (const char *p = text; (p = memchr(p, '\n', len - (size_t)(p - text))); p++) lines++;
+    if (lines > LLAMA3_NUM_RANKS) lines = LLAMA3_NUM_RANKS;
+    *offsets = malloc((lines + LLAMA3_NUM_SPECIAL + 1) * sizeof **offsets);
     long line_no = 0;
     int count = 0, out_of_memory = !*offsets;
     for (size_t at = 0; at < len && !out_of_memory;) {
