@@ -1,5 +1,5 @@
 # Makefile: builds ./train (CPU backend always; the CUDA backend when nvcc is found and kernels/cuda exists),
-# the tests (make test), and the default dataset (make data).
+# the tests (make test), the fuzz harnesses (make fuzz, make fuzz-ci) and the default dataset (make data).
 
 CC      ?= gcc
 CFLAGS  ?= -O3 -march=native
@@ -36,7 +36,7 @@ ifeq ($(USE_CUDA),1)
   GPU_TEST_BINS += $(patsubst tests/gpu/%.cu,build/tests/gpu/%,$(wildcard tests/gpu/*.cu))
 endif
 
-.PHONY: all test test-gpu gpu-tests data deps clean
+.PHONY: all test test-gpu gpu-tests fuzz fuzz-ci fuzz-build fuzz-seeds data deps clean
 all: train
 
 build/%.o: %.c $(wildcard */*.h */*/*.h)
@@ -78,6 +78,53 @@ endif
 # Every GPU test, on a machine with a Hopper GPU; the last line is "N passed, N failed".
 test-gpu: gpu-tests
 	bash tests/gpu/run_gpu_tests.sh
+
+# The fuzz harnesses (tests/fuzz): libFuzzer with ASan and UBSan, on the CPU sources built again with clang.
+# make fuzz runs each for FUZZ_SECONDS (or FUZZ_RUNS executions, when set, if sooner), one at a time; make fuzz-ci
+# is CI's short run. Both fail on any finding (a crash, a leak, undefined behaviour, a broken property) and leave it
+# in build/fuzz/findings.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_CI_SECONDS ?= 20
+FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
+                -Wno-source-uses-openmp -I. -D_GNU_SOURCE -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_HARNESSES := config flags safetensors hf_import state state_crc dataloader tokenizer encode log
+FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_HARNESSES))
+FUZZ_LIB_OBJ := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRC))
+FUZZ_HEADERS := $(wildcard tests/fuzz/*.h tests/*.h)
+
+build/fuzz/obj/%.o: %.c $(wildcard */*.h */*/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link -c $< -o $@
+
+build/fuzz/libtrainer.a: $(FUZZ_LIB_OBJ)
+	ar rcs $@ $^
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c build/fuzz/libtrainer.a $(FUZZ_HEADERS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $< build/fuzz/libtrainer.a -o $@ -lcjson -lz -lm
+
+# The state harness once more, fixing the CRCs of its input before it reads it.
+build/fuzz/fuzz_state_crc: tests/fuzz/fuzz_state.c build/fuzz/libtrainer.a $(FUZZ_HEADERS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -DFUZZ_FIX_CRCS -fsanitize=fuzzer $< build/fuzz/libtrainer.a -o $@ -lcjson -lz -lm
+
+# The seed generator is a normal program on the normal library.
+build/fuzz/fuzz_seeds: tests/fuzz/fuzz_seeds.c build/libtrainer.a $(FUZZ_HEADERS)
+	@mkdir -p build/fuzz
+	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
+
+fuzz-build: $(FUZZ_BINS)
+
+# The seed corpora, from real files: checkpoints of the fuzz model, configs/*.json, token shards that
+# scripts/prepare_data.py makes from the start of TinyShakespeare (byte and Llama 3), the log and config of a 3-step
+# ./train run on them, the Llama 3 tokenizer.
+fuzz-seeds: build/fuzz/fuzz_seeds train
+	SHARED=$(SHARED) PYTHON=$(PYTHON) bash tests/fuzz/make_seeds.sh
+
+fuzz: fuzz-build fuzz-seeds
+	SHARED=$(SHARED) FUZZ_RUNS=$(FUZZ_RUNS) bash tests/fuzz/run_fuzzers.sh $(FUZZ_SECONDS) $(FUZZ_HARNESSES)
+
+fuzz-ci: fuzz-build fuzz-seeds
+	SHARED=$(SHARED) bash tests/fuzz/run_fuzzers.sh $(FUZZ_CI_SECONDS) $(FUZZ_HARNESSES)
 
 # Build and test dependencies on a fresh Debian/Ubuntu machine.
 deps:
