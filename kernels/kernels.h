@@ -1,10 +1,11 @@
 /* kernels.h: the operation API of the trainer, the CODA schedule's fused operations stated semantically.
  *
  * The model code (model/) calls only these operations, through a table of function pointers (struct Kernels), so it
- * never knows which backend runs them. Backends: kernels/cpu (plain fp32 C with OpenMP, the reference oracle) and,
- * kernels/cuda (bf16 activations; two tables: kernels_cuda_fused, whose GEMMs carry these operations in their
- * epilogues, and kernels_cuda, cuBLAS GEMMs followed by one-pass kernels). Nothing here states tiles or launch
- * shapes.
+ * never knows which backend runs them (docs/DESIGN.md, "The schedule" and "Fused step"). Backends: kernels/cpu
+ * (kernels_cpu: plain fp32 C with OpenMP, the oracle of the other tables) and kernels/cuda, built WITH_CUDA (bf16
+ * activations; kernels_cuda_fused, --fusion on, whose GEMMs carry these operations in their epilogues on the engine
+ * of kernels/cuda/gemm, and kernels_cuda, --fusion off, cuBLAS GEMMs followed by one-pass kernels; both run the
+ * attention kernels of kernels/cuda/attention). Nothing here states tiles or launch shapes.
  *
  * Conventions
  * - All matrices are row-major. A weight W of a linear layer is [N, K] (out x in, like torch.nn.Linear), so a
