@@ -18,10 +18,10 @@
  *   700 W power cap, so work per joule decides, and the cooperative 128 x 256 tile moves fewer shared-memory
  *   and L2 bytes per flop (at full tensor rate about 80 + 48 B/clk of wgmma reads and TMA writes per SM,
  *   against 96 + 64 for 128 x 128 tiles). So the plain GEMMs run cooperative 128 x 256 unless its tiles fill
- *   the waves clearly worse; the fused programs run ping-pong, whose overlapped epilogue wins for products up
- *   to M N K = 2^39, and cooperative above (K_res brings its residual through shared memory with GeTileInTma
- *   on either); programs with column partials (or whose input staging only fits one row block) run
- *   cooperative. For the overlap to hold, an epilogue must take less time than a
+ *   the waves clearly worse, and so do the fused programs; K_res runs ping-pong, whose overlapped epilogue
+ *   wins for products up to M N K = 2^39, and cooperative above (bringing its residual through shared memory
+ *   with GeTileInTma on either); programs with column partials (or whose input staging only fits one row
+ *   block) run cooperative. For the overlap to hold, an epilogue must take less time than a
  *   main loop, and an epilogue runs once per tile, its instructions fetched afresh each time: a large one is
  *   fetch-bound (docs/DESIGN.md, "Why the engine is shaped this way": compact epilogue code). So its code is
  *   kept compact: the output path (TMA or direct stores) is a template parameter of the kernel, never a branch
