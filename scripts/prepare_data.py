@@ -46,7 +46,7 @@ TINYSHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/maste
 def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--text", nargs="+", action="extend", metavar="INPUT",
-                        help="input files, directories or glob patterns (repeatable); default: download TinyShakespeare")
+                        help="files, directories or glob patterns (repeatable); default: download TinyShakespeare")
     parser.add_argument("--format", choices=sorted(FORMATS), help="the format of every input (default: by extension)")
     parser.add_argument("--text-field", default="text", help="the JSONL field / Parquet column of the text (text)")
     parser.add_argument("--hf-dataset", metavar="NAME", help="a Hugging Face dataset, streamed (needs datasets)")

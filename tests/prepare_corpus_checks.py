@@ -67,8 +67,8 @@ def read_shards(out, label):
             ok = ok and (count == meta["shard_tokens"] if not last else 0 < count <= meta["shard_tokens"])
             tokens[split] += struct.unpack_from(f"<{count}{'H' if size == 2 else 'I'}", data, 1024)
         ok = ok and len(tokens[split]) == meta["tokens"][split]
-    check(ok, f"{label}: shards named in order, headers right, {meta['shard_tokens']} tokens in each but a split's last, "
-          "token counts as meta.json says")
+    check(ok, f"{label}: shards named in order, headers right, {meta['shard_tokens']} tokens in each but a split's "
+          "last, token counts as meta.json says")
     return tokens, meta
 
 
@@ -337,7 +337,8 @@ def check_errors(tmp):
     env = dict(os.environ, PYTHONPATH=shadow)
     done = subprocess.run(command(["--hf-dataset", "HuggingFaceFW/fineweb-edu", "--out", os.path.join(tmp, "hf")]),
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
-    check(done.returncode == 1 and "pip install datasets" in done.stdout and not os.path.exists(os.path.join(tmp, "hf")),
+    nothing = not os.path.exists(os.path.join(tmp, "hf"))
+    check(done.returncode == 1 and "pip install datasets" in done.stdout and nothing,
           "--hf-dataset without the datasets package: exit status 1, the message says to install it, nothing written")
 
 
