@@ -57,7 +57,7 @@ build/tests/%: tests/%.c build/libtrainer.a $(wildcard tests/*.h)
 	@mkdir -p build/tests
 	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
 
-build/tests/gpu/%: tests/gpu/%.c build/libtrainer.a tests/test_util.h $(wildcard tests/gpu/*.h)
+build/tests/gpu/%: tests/gpu/%.c build/libtrainer.a $(wildcard tests/*.h) $(wildcard tests/gpu/*.h)
 	@mkdir -p build/tests/gpu
 	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
 

@@ -95,6 +95,58 @@ static const Kernels *pick_backend(const char *device, const char *fusion, int h
     return &kernels_cpu;
 }
 
+/* The unit that shows a size: GiB with 2 decimals from 1 GiB up, else MiB with 1. */
+typedef struct SizeUnit {
+    double bytes;
+    int digits;
+    const char *name;
+} SizeUnit;
+
+static SizeUnit size_unit(size_t bytes) {
+    return bytes >= (1u << 30) ? (SizeUnit){1073741824.0, 2, "GiB"} : (SizeUnit){1048576.0, 1, "MiB"};
+}
+
+/* bytes as "27.93 GiB" or "52.3 MiB". */
+static const char *size_text(char buf[32], size_t bytes) {
+    const SizeUnit u = size_unit(bytes);
+    snprintf(buf, 32, "%.*f %s", u.digits, bytes / u.bytes, u.name);
+    return buf;
+}
+
+/* The memory preflight, before the model is allocated: prints what the run needs of the backend's memory and what
+ * is available, and stops with what to lower when it is not there. */
+static void check_memory(const ModelConfig *mc, const Kernels *k, const TrainConfig *t, const char *cfg_path) {
+    ModelMemory mem;
+    if (model_memory(mc, k, t->batch_size, t->seq_len, &mem)) die("out of host memory for the model tables");
+    const size_t avail = k->available_bytes();
+    const SizeUnit u = size_unit(mem.total); /* the parts in the total's unit */
+    char need[32], have[32], part[32], rest[32];
+    printf("memory: %s needed (params %.*f, grads %.*f, adam %.*f, activations %.*f, workspace %.*f), ",
+           size_text(need, mem.total), u.digits, mem.params / u.bytes, u.digits, mem.grads / u.bytes, u.digits,
+           mem.adam / u.bytes, u.digits, mem.activations / u.bytes, u.digits, mem.workspace / u.bytes);
+    if (avail != SIZE_MAX) printf("%s of %s available\n", size_text(have, avail), k->memory_name);
+    else printf("the %s available is unknown\n", k->memory_name);
+    fflush(stdout);
+    if (mem.total <= avail) return;
+    const size_t model_bytes = size_add(size_add(mem.params, mem.grads), mem.adam);
+    const size_t batch_bytes = size_add(mem.activations, mem.workspace);
+    if (model_bytes >= avail)
+        die("not enough %s: this run needs %s and %s is available, and the model alone (its parameters, gradients and "
+            "AdamW state) takes %s: use a smaller model (hidden_size, intermediate_size, num_hidden_layers, "
+            "vocab_size of %s)", k->memory_name, need, have, size_text(part, model_bytes), cfg_path);
+    char other[160] = "";
+#ifdef WITH_CUDA
+    ModelMemory fused;
+    if (k == &kernels_cuda && model_memory(mc, &kernels_cuda_fused, t->batch_size, t->seq_len, &fused) == 0 &&
+        fused.total <= avail)
+        snprintf(other, sizeof(other), ", or train with --fusion on, which needs %s", size_text(rest, fused.total));
+#endif
+    die("not enough %s: this run needs %s and %s is available; lower batch_size (-b, now %d) or seq_len (-t, now %d)%s: "
+        "the activations and workspace of micro-batches of %d x %d tokens take %s, the model's parameters, gradients "
+        "and AdamW state %s", k->memory_name, need, have, t->batch_size, t->seq_len, other, t->batch_size, t->seq_len,
+        size_text(part, batch_bytes), size_text(rest, model_bytes));
+}
+
 /* Appends one JSON object as a line to the run's log and flushes it. */
 static void log_record(FILE *log, cJSON *obj) {
     char *s = cJSON_PrintUnformatted(obj);
@@ -198,6 +250,7 @@ static int load_checkpoint(const char *dir, uint64_t step, int argc, char **argv
     if (config_resume_merge(&ckpt, argc, argv, merge_err, sizeof(merge_err))) die("%s", merge_err);
     snprintf(ckpt.train.out_dir, sizeof(ckpt.train.out_dir), "%s", run_dir);
     const Kernels *k = pick_backend(ckpt.train.device, ckpt.train.fusion, ckpt.model.head_dim);
+    check_memory(&ckpt.model, k, &ckpt.train, ckpt.path);
     if (model_create(model, &ckpt.model, k, ckpt.train.batch_size, ckpt.train.seq_len, merge_err, sizeof(merge_err)))
         die("%s", merge_err);
     if (checkpoint_load_state(dir, step, model, state, err, errlen)) {
@@ -298,6 +351,9 @@ int main(int argc, char **argv) {
     int resuming = t->resume;
     uint64_t start_step = resuming ? resume_run(&cfg, argc, argv, &model, &state) : 0;
     const ModelConfig *mc = &cfg.model;
+    /* A new run's backend, and whether its memory holds the run (a resumed one's was checked as it loaded). */
+    const Kernels *k = resuming ? model.k : pick_backend(t->device, t->fusion, mc->head_dim);
+    if (!resuming) check_memory(mc, k, t, cfg.path);
     const char *run_dir = t->out_dir;
     char log_path[CONFIG_PATH_MAX + 32], cfg_path[CONFIG_PATH_MAX + 32];
     snprintf(log_path, sizeof(log_path), "%s/log.jsonl", run_dir);
@@ -348,7 +404,6 @@ int main(int argc, char **argv) {
     } else {
         /* Refuse to mix two runs before anything is built; the old run goes only once the new one is ready. */
         if (run_dir_check_new(run_dir, t->overwrite, err, sizeof(err))) die("%s", err);
-        const Kernels *k = pick_backend(t->device, t->fusion, mc->head_dim);
         if (model_create(&model, mc, k, B, T, err, sizeof(err))) die("%s", err);
         if (t->init_from[0]) {
             if (hf_import_weights(&model, t->init_from, err, sizeof(err))) die("%s", err);
@@ -360,7 +415,6 @@ int main(int argc, char **argv) {
         state.data_tokens = n_tokens;
         state.sample_rng = (uint64_t)t->seed ^ 0x5A3B1E5ull;
     }
-    const Kernels *k = model.k;
 
     /* The first step's batches, read once before anything is written, so that data tokenized for another vocabulary
      * stops the run with the directory as it was (the loader then goes back to where it was). */
@@ -397,9 +451,7 @@ int main(int argc, char **argv) {
            mc->tie_word_embeddings ? "tied" : "untied");
     if (resuming) printf("resumed from %s/step_%08llu\n", run_dir, (unsigned long long)start_step);
     else if (t->init_from[0]) printf("initial weights: %s\n", t->init_from);
-    printf("backend: %s%s%s; activation arena %.1f MiB; parameter buffers %.1f MiB\n", k->name,
-           k->detail ? ", " : "", k->detail ? k->detail : "", model.arena_bytes / 1048576.0,
-           model.table.n_params * (16.0 + k->act_bytes) / 1048576.0);
+    printf("backend: %s%s%s\n", k->name, k->detail ? ", " : "", k->detail ? k->detail : "");
 #ifdef WITH_CUDA
     if (k == &kernels_cuda_fused &&
         !fused_shape_ok(mc->hidden_size, mc->intermediate_size, config_qkv_dim(mc),
@@ -475,8 +527,8 @@ int main(int argc, char **argv) {
             break;
         }
     }
-    size_t peak = k->peak_bytes ? k->peak_bytes() : 0;
-    if (peak) printf("peak %s memory: %.2f GiB\n", k->name, peak / 1073741824.0);
+    char peak[32];
+    printf("peak %s memory: %s\n", k->name, size_text(peak, k->peak_bytes()));
     if (fclose(log) != 0) die("cannot close %s: %s", log_path, strerror(errno));
     free(inputs);
     free(targets);

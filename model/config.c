@@ -7,6 +7,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -324,6 +325,7 @@ void config_defaults(Config *cfg) {
     char err[256];
     for (int i = 0; i < N_OPTIONS; i++)
         if (OPTIONS[i].def && parse_flag_value(&OPTIONS[i], cfg, "default", OPTIONS[i].def, err, sizeof(err))) {
+            /* the option table's own defaults do not parse: a programming error, never the user's input */
             fprintf(stderr, "internal error: %s\n", err);
             abort();
         }
@@ -611,6 +613,11 @@ int config_validate(const Config *cfg, char *err, size_t errlen) {
         return -1;
     }
     int64_t bt = (int64_t)t->batch_size * t->seq_len;
+    if (bt > INT_MAX) {
+        snprintf(err, errlen, "config %s: batch_size*seq_len (%lld) exceeds %d tokens per micro-batch (the operations "
+                 "count rows in int)", p, (long long)bt, INT_MAX);
+        return -1;
+    }
     if (t->total_batch_tokens != 0 && t->total_batch_tokens % bt != 0) {
         snprintf(err, errlen, "config %s: total_batch_tokens (%lld) must be a multiple of batch_size*seq_len (%lld)",
                  p, (long long)t->total_batch_tokens, (long long)bt);

@@ -55,7 +55,8 @@ static RowChunk chunk_at(const HfTensor *t, size_t r0, size_t chunk_rows) {
     return ch;
 }
 
-/* The view of t in m; the table and the layout agree by construction, so a mismatch is a programming error. */
+/* The view of t in m; the table and the layout agree by construction, so a mismatch is a programming error (an
+ * internal invariant, never the user's input: abort). */
 static const ParamView *view_for(const Model *m, const HfTensor *t) {
     const ParamView *v = model_find_param(m, t->view);
     if (!v || v->cols != t->cols) {

@@ -38,6 +38,8 @@ __global__ void __launch_bounds__(SUMSQ_BLOCKS) sum_partials_kernel(const double
     if (threadIdx.x == 0) *out = s;
 }
 
+size_t cuda_sum_scratch_bytes(void) { return (SUMSQ_BLOCKS + 1) * sizeof(double); /* sum_to's, cuda_sum_squares' */ }
+
 /* blocks partials (at most SUMSQ_BLOCKS) in a scratch of this file, then their sum into *dst. */
 template <bool SQUARE>
 static void sum_to(const float *g, size_t n, double *dst, int blocks) {

@@ -11,7 +11,10 @@
 # - the two fused runs give bitwise identical losses and gradient norms (every GPU op is deterministic);
 # - --device auto picks the GPU, says which path runs, and prints the peak memory;
 # - a head-dim-128 variant agrees with the CPU over 20 steps; the tiny config itself (head dim 32, which the CUDA
-#   attention does not take) is a clear error with --device cuda and trains on the CPU with --device auto.
+#   attention does not take) is a clear error with --device cuda and trains on the CPU with --device auto;
+# - the memory preflight: each path prints what it needs of the GPU's memory, and its peak is that estimate; a model
+#   too large for the GPU (hidden_size 4096, 32/8 heads, vocab_size 2^24) and a batch too large (2^20 x 256) stop
+#   with exit status 1 and a sentence saying what to lower, before a run directory is written.
 source "$(dirname "$0")/gpu_test_lib.sh"
 common=(-c "$GPU_TINY" -n 50 --eval-every 0 --sample-every 0)
 ./train "${common[@]}" -d cpu -o "$TMP/cpu" >"$TMP/cpu.out" 2>&1 || { fail "cpu run: $(tail -3 "$TMP/cpu.out")"; exit 1; }
@@ -25,6 +28,30 @@ if grep -q "^backend: cuda, fusion on" "$TMP/gpu1.out" && grep -q "^backend: cud
 else
     fail "--device auto / --fusion: $(grep -E '^(backend|peak)' "$TMP/gpu1.out" "$TMP/off.out")"
 fi
+for run in gpu1 off; do
+    need=$(sed -n 's/^memory: \([0-9.]* [MG]iB\) needed .*/\1/p' "$TMP/$run.out")
+    if grep -qE '^memory: [0-9.]+ [MG]iB needed \(params [0-9.]+, grads [0-9.]+, adam [0-9.]+, activations [0-9.]+, workspace [0-9.]+\), [0-9.]+ GiB of GPU memory available$' "$TMP/$run.out" &&
+       [ -n "$need" ] && [ "$(sed -n 's/^peak cuda memory: //p' "$TMP/$run.out")" = "$need" ]; then
+        pass "$run: the memory line, and the peak is the estimate ($(grep '^memory:' "$TMP/$run.out"); $(grep '^peak' "$TMP/$run.out"))"
+    else
+        fail "$run: memory line: $(grep -E '^(memory|peak)' "$TMP/$run.out")"
+    fi
+done
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c.update(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, vocab_size=16777216); json.dump(c, open(sys.argv[2], "w"))' "$GPU_TINY" "$TMP/huge.json"
+for fusion in on off; do
+    for what in model batch; do
+        if [ $what = model ]; then args=(-c "$TMP/huge.json"); want="the model alone .* takes [0-9.]+ GiB: use a smaller model"
+        else args=(-c "$GPU_TINY" -b 1048576 -t 256); want="lower batch_size \(-b, now 1048576\) or seq_len \(-t, now 256\)"; fi
+        ./train "${args[@]}" -d cuda --fusion $fusion -n 2 -o "$TMP/huge_${what}_$fusion" >"$TMP/huge.out" 2>&1
+        rc=$?
+        if [ $rc -eq 1 ] && grep -qE "not enough GPU memory: this run needs [0-9.]+ GiB and [0-9.]+ GiB is available.*$want" "$TMP/huge.out" &&
+           [ ! -e "$TMP/huge_${what}_$fusion" ]; then
+            pass "a $what too large for the GPU, fusion $fusion: exit 1, no run directory: $(grep -m1 '^error' "$TMP/huge.out")"
+        else
+            fail "a $what too large for the GPU, fusion $fusion: exit $rc, $(tail -3 "$TMP/huge.out")"
+        fi
+    done
+done
 python3 - "$TMP/cpu/log.jsonl" "$TMP/gpu1/log.jsonl" "$TMP/gpu2/log.jsonl" "$TMP/off/log.jsonl" <<'PY'
 import json, sys
 def steps(path):

@@ -326,6 +326,13 @@ static void launch_bwd(const void *qkv, const void *y, const float *lse, const v
     LAUNCH_CHECK("attn_bwd_kernel");
 }
 
+/* The workspace: L and D [B, Hq, Tpad] each, then with the tail the rows' partials of c [M, Hq + 2 Hkv]. */
+size_t cuda_attention_backward_workspace(size_t B, size_t T, size_t Hq, size_t Hkv, int with_tail) {
+    const size_t n_ld = size_mul(size_mul(B, Hq), (T + ATTN_PAD - 1) / ATTN_PAD * ATTN_PAD);
+    const size_t tail = with_tail ? size_mul(size_mul(B, T), Hq + 2 * Hkv) : 0;
+    return size_mul(size_add(size_mul(2, n_ld), tail), sizeof(float));
+}
+
 /* The kernels, with the tail in their stores when r is set (then c gets the rows' sums of the partials). */
 static void attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
                                const float *r, const float *rope_cos, const float *rope_sin, float *c, int B, int T,
@@ -333,7 +340,7 @@ static void attention_backward(const void *qkv, const void *y, const float *lse,
     if (B <= 0 || T <= 0) return;
     const int M = B * T, nslots = Hq + 2 * Hkv;
     const size_t n_ld = (size_t)B * Hq * (cdiv(T, ATTN_PAD) * ATTN_PAD);
-    float *ws = (float *)cuda_workspace((2 * n_ld + (r ? (size_t)M * nslots : 0)) * sizeof(float));
+    float *ws = (float *)cuda_workspace(cuda_attention_backward_workspace(B, T, Hq, Hkv, r != NULL));
     const AttnTail tail = {r, rope_cos, rope_sin, r ? ws + 2 * n_ld : NULL, nslots};
     if (hd == 64) launch_bwd<64>(qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
     else if (hd == 128) launch_bwd<128>(qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
