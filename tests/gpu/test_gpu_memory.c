@@ -3,8 +3,9 @@
  * buffers the backend keeps) for the shapes that take different paths: the GPU tiny config with one and two
  * micro-batches, head dim 128, shapes that make fused ops fall back to the unfused ones (F or D not a multiple of 8),
  * a vocabulary whose LM head runs in chunks, and Llama 3.2 1B (memory_check.h). Each case runs in a child process
- * of its own (CUDA is first touched there). Also reports the device memory taken beyond the tracked peak (the cuBLAS
- * handle, kernel modules), which the preflight does not count. */
+ * of its own (CUDA is first touched there). Also checks that the device memory taken beyond the tracked peak (the
+ * cuBLAS handle, kernel modules) stays within the reserve the preflight keeps for it. */
+#include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/fused/fused_ops.h"
 #include "tests/memory_check.h"
 
@@ -28,8 +29,9 @@ static void gpu_case(const void *arg) {
     if (model_memory(&gc->c.cfg, k, gc->c.B, gc->c.T, &mem) == 0) {
         /* the model's buffers are freed again; the workspace and what the backend keeps stay */
         const double beyond = (double)before - (double)k->available_bytes() - (double)mem.workspace;
-        printf("# %s%s: device memory taken beyond the tracked: %.1f MiB\n", test_label, gc->c.name,
-               beyond / 1048576.0);
+        CHECK(beyond <= (double)cuda_untracked_reserve_bytes(),
+              "%s: the device memory taken beyond the tracked, %.1f MiB, is within the preflight's reserve of %.0f MiB",
+              gc->c.name, beyond / 1048576.0, cuda_untracked_reserve_bytes() / 1048576.0);
     }
 }
 
