@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/config_rope.h"
 #include "model/fsutil.h"
 
 typedef enum { OPT_INT, OPT_INT64, OPT_DOUBLE, OPT_BOOL, OPT_STRING } OptType;
@@ -193,53 +194,20 @@ static int check_ignored_key(const cJSON *v, const char *where, char *err, size_
     return 0;
 }
 
-static int parse_rope_scaling(Config *cfg, const cJSON *rs, const char *where, char *err, size_t errlen) {
-    ModelConfig *m = &cfg->model;
-    if (cJSON_IsNull(rs)) return 0;
-    if (!cJSON_IsObject(rs)) {
-        snprintf(err, errlen, "%s: rope_scaling must be an object or null", where);
-        return -1;
+/* Applies the RoPE keys of one file (config_rope.h; NULL: absent) to cfg; rope_theta through its option's range. */
+static int apply_rope_keys(Config *cfg, const cJSON *theta, const cJSON *scaling, const cJSON *params,
+                           const char *where, char *err, size_t errlen) {
+    RopeKeys r;
+    if (config_rope_keys(theta, scaling, params, &r, where, err, errlen)) return -1;
+    if (r.has_theta && set_number(find_option("rope_theta"), cfg, r.theta, where, err, errlen)) return -1;
+    if (r.has_scaling) {
+        ModelConfig *m = &cfg->model;
+        m->rope_llama3 = r.llama3;
+        m->rope_factor = r.factor;
+        m->rope_low_freq_factor = r.low_freq_factor;
+        m->rope_high_freq_factor = r.high_freq_factor;
+        m->rope_original_max_position_embeddings = r.original_max_position_embeddings;
     }
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-    if (!type) type = cJSON_GetObjectItemCaseSensitive(rs, "type");
-    if (!cJSON_IsString(type)) {
-        snprintf(err, errlen, "%s: rope_scaling needs a string rope_type", where);
-        return -1;
-    }
-    if (strcmp(type->valuestring, "default") == 0) return 0;
-    if (strcmp(type->valuestring, "llama3") != 0) {
-        snprintf(err, errlen, "%s: rope_scaling type \"%s\" is not supported (only \"llama3\")", where,
-                 type->valuestring);
-        return -1;
-    }
-    struct { const char *key; double *dst; int *idst; } fields[] = {
-        {"factor", &m->rope_factor, NULL},
-        {"low_freq_factor", &m->rope_low_freq_factor, NULL},
-        {"high_freq_factor", &m->rope_high_freq_factor, NULL},
-        {"original_max_position_embeddings", NULL, &m->rope_original_max_position_embeddings},
-    };
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(rs, fields[i].key);
-        if (!cJSON_IsNumber(v) || v->valuedouble <= 0) {
-            snprintf(err, errlen, "%s: rope_scaling.%s must be a positive number", where, fields[i].key);
-            return -1;
-        }
-        if (fields[i].dst) *fields[i].dst = v->valuedouble;
-        else *fields[i].idst = (int)v->valuedouble;
-    }
-    if (m->rope_high_freq_factor <= m->rope_low_freq_factor) {
-        snprintf(err, errlen, "%s: rope_scaling needs high_freq_factor > low_freq_factor", where);
-        return -1;
-    }
-    for (const cJSON *v = rs->child; v; v = v->next) {
-        const char *k = v->string;
-        if (strcmp(k, "rope_type") && strcmp(k, "type") && strcmp(k, "factor") && strcmp(k, "low_freq_factor") &&
-            strcmp(k, "high_freq_factor") && strcmp(k, "original_max_position_embeddings")) {
-            snprintf(err, errlen, "%s: unknown key rope_scaling.%s", where, k);
-            return -1;
-        }
-    }
-    m->rope_llama3 = 1;
     return 0;
 }
 
@@ -253,8 +221,17 @@ int config_load_file(Config *cfg, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: the top level must be a JSON object", where);
         rc = -1;
     }
+    const cJSON *rope_theta = NULL, *rope_scaling = NULL, *rope_parameters = NULL; /* read together, below */
     for (const cJSON *v = cJSON_IsObject(root) ? root->child : NULL; v && rc == 0; v = v->next) {
         const char *k = v->string;
+        const cJSON **rope = strcmp(k, "rope_theta") == 0     ? &rope_theta
+                             : strcmp(k, "rope_scaling") == 0 ? &rope_scaling
+                             : strcmp(k, "rope_parameters") == 0 ? &rope_parameters
+                                                                 : NULL;
+        if (rope) {
+            *rope = v;
+            continue;
+        }
         const Option *o = find_option(k);
         if (o) {
             const cJSON *val = v;
@@ -264,10 +241,6 @@ int config_load_file(Config *cfg, const char *path, char *err, size_t errlen) {
                 val = cJSON_GetArrayItem(v, 0);
             if (cJSON_IsNull(val) && o->is_model) continue; /* HF writes null for unset ids */
             rc = set_from_json(o, cfg, val, where, err, errlen);
-            continue;
-        }
-        if (strcmp(k, "rope_scaling") == 0) {
-            rc = parse_rope_scaling(cfg, v, where, err, errlen);
             continue;
         }
         int ignored = 0;
@@ -281,6 +254,7 @@ int config_load_file(Config *cfg, const char *path, char *err, size_t errlen) {
                  "see ./train --help)", where, k);
         rc = -1;
     }
+    if (rc == 0) rc = apply_rope_keys(cfg, rope_theta, rope_scaling, rope_parameters, where, err, errlen);
     cJSON_Delete(root);
     if (rc) return rc;
     snprintf(cfg->path, sizeof(cfg->path), "%s", path);
@@ -665,6 +639,8 @@ void config_print_help(const char *prog) {
                    OPTIONS[i].def ? OPTIONS[i].def : "", OPTIONS[i].def ? "]" : "");
     printf("  %-30s %s\n", "rope_scaling", "{\"rope_type\": \"llama3\", factor, low_freq_factor, high_freq_factor, "
            "original_max_position_embeddings} or null");
+    printf("  %-30s %s\n", "rope_parameters", "transformers 5's form of both: {\"rope_type\": \"default\" or "
+           "\"llama3\", rope_theta, and llama3's fields}");
 }
 
 static void add_option_json(cJSON *root, const Option *o, const Config *cfg) {
