@@ -161,6 +161,10 @@ typedef struct Kernels {
     /* The most bytes of backend memory held at once so far (every allocation and workspace of the backend), or 0
      * where the backend does not track it (the CPU). */
     size_t (*peak_bytes)(void);
+
+    /* The name of the GPU it runs on (cudaGetDeviceProperties), from which the MFU's peak is known; NULL in a table
+     * that runs on no GPU (the CPU). */
+    const char *(*device_name)(void);
 } Kernels;
 
 extern const Kernels kernels_cpu;

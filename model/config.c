@@ -84,6 +84,7 @@ static const Option OPTIONS[] = {
     {"sample_tokens", 0, OPT_INT, T_(sample_tokens), 1, 1e6, NULL, "128", "tokens per sample"},
     {"sample_prompt", 0, OPT_STRING, TS_(sample_prompt), 0, 0, NULL, "", "prompt of the samples (empty: BOS or newline)"},
     {"temperature", 0, OPT_DOUBLE, T_(temperature), 0, 100, NULL, "1", "sampling temperature (0: greedy)"},
+    {"top_k", 0, OPT_INT, T_(top_k), 0, 1 << 24, NULL, "0", "samples draw among the K most likely tokens (0: all)"},
     {"checkpoint_every", 0, OPT_INT, T_(checkpoint_every), 0, 1e9, NULL, "0",
      "write a checkpoint every N steps (0: only at the end; also on SIGINT/SIGTERM)"},
     {"keep_last", 0, OPT_INT, T_(keep_last), 0, 1e9, NULL, "3", "keep the newest K checkpoints (0: keep all)"},
@@ -341,6 +342,15 @@ static int apply_args(Config *cfg, int argc, char **argv, const char **config_pa
             *config_path = argv[++i];
             continue;
         }
+        if (strcmp(a, "--generate") == 0) {
+            if (i + 1 >= argc || strlen(argv[i + 1]) >= sizeof(cfg->train.generate)) {
+                snprintf(err, errlen, "flag --generate needs a directory (of at most %zu characters)",
+                         sizeof(cfg->train.generate) - 1);
+                return -1;
+            }
+            snprintf(cfg->train.generate, sizeof(cfg->train.generate), "%s", argv[++i]);
+            continue;
+        }
         int *sw = switch_field(cfg, a);
         if (sw) {
             *sw = 1;
@@ -449,6 +459,15 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
     config_defaults(&scout);
     const char *config_path;
     if (apply_args(&scout, argc, argv, &config_path, err, errlen)) return -1;
+    if (scout.train.generate[0]) {
+        const char *other = config_path ? "-c" : scout.train.resume ? "--resume" : scout.train.init_from[0] ?
+                            "--init-from" : NULL;
+        if (other) {
+            snprintf(err, errlen, "--generate DIR takes the model from DIR: it does not go with %s", other);
+            return -1;
+        }
+        return apply_args(cfg, argc, argv, &config_path, err, errlen);
+    }
     char file[CONFIG_PATH_MAX + 16];
     if (config_path) snprintf(file, sizeof(file), "%s", config_path);
     else if (scout.train.resume) file[0] = 0;
@@ -471,7 +490,7 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
 
 /* Training keys that may change when a run is resumed: they do not change what the next step computes. */
 static const char *RESUME_SAFE_KEYS[] = {"steps", "eval_every", "eval_batches", "sample_every", "sample_tokens",
-                                         "sample_prompt", "temperature", "checkpoint_every", "keep_last",
+                                         "sample_prompt", "temperature", "top_k", "checkpoint_every", "keep_last",
                                          "skip_nonfinite",
                                          "export_dtype", "device", "fusion", "tokenizer", "out_dir", "init_from"};
 
@@ -549,15 +568,15 @@ int64_t config_num_parameters(const ModelConfig *m) {
     return V * D * (m->tie_word_embeddings ? 1 : 2) + m->num_hidden_layers * per_layer + D;
 }
 
-int config_validate(const Config *cfg, char *err, size_t errlen) {
-    const ModelConfig *m = &cfg->model;
-    const TrainConfig *t = &cfg->train;
-    const char *p = cfg->path;
+int config_validate_model(const ModelConfig *m, const char *p, char *err, size_t errlen) {
+    Config c;
+    memset(&c, 0, sizeof(c));
+    c.model = *m;
     static const char *required[] = {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                                      "vocab_size"};
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
         const Option *o = find_option(required[i]);
-        if (*(const int *)option_field_c(o, cfg) == 0) {
+        if (*(const int *)option_field_c(o, &c) == 0) {
             snprintf(err, errlen, "config %s: missing required key \"%s\"", p, required[i]);
             return -1;
         }
@@ -579,6 +598,18 @@ int config_validate(const Config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "config %s: rms_norm_eps must be positive", p);
         return -1;
     }
+    if (m->bos_token_id >= m->vocab_size || m->eos_token_id >= m->vocab_size) {
+        snprintf(err, errlen, "config %s: bos/eos token id outside the vocabulary (%d)", p, m->vocab_size);
+        return -1;
+    }
+    return 0;
+}
+
+int config_validate(const Config *cfg, char *err, size_t errlen) {
+    const ModelConfig *m = &cfg->model;
+    const TrainConfig *t = &cfg->train;
+    const char *p = cfg->path;
+    if (config_validate_model(m, p, err, errlen)) return -1;
     if (t->seq_len > m->max_position_embeddings) {
         snprintf(err, errlen, "config %s: seq_len (%d) exceeds max_position_embeddings (%d)", p, t->seq_len,
                  m->max_position_embeddings);
@@ -598,10 +629,6 @@ int config_validate(const Config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "config %s: no training data (set train_data or pass -i 'glob')", p);
         return -1;
     }
-    if (m->bos_token_id >= m->vocab_size || m->eos_token_id >= m->vocab_size) {
-        snprintf(err, errlen, "config %s: bos/eos token id outside the vocabulary (%d)", p, m->vocab_size);
-        return -1;
-    }
     return 0;
 }
 
@@ -616,6 +643,10 @@ void config_print_help(const char *prog) {
            "      --resume                   continue the run of -o DIR from its newest complete checkpoint\n"
            "      --resume-fallback          with --resume: if the newest checkpoint is damaged, take the newest\n"
            "                                 one that is not (the damaged ones are moved aside)\n"
+           "      --generate DIR             no training: print --sample-tokens tokens after --sample-prompt from\n"
+           "                                 the model of DIR (a checkpoint, a run directory's newest, or a Hugging\n"
+           "                                 Face directory) with --temperature, --top-k, --seed, --device and\n"
+           "                                 --tokenizer (default: DIR/tokenizer.model, or byte for 256 ids)\n"
            "  -h, --help                     this text\n", prog);
     for (int i = 0; i < N_OPTIONS; i++) {
         const Option *o = &OPTIONS[i];

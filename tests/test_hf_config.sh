@@ -4,12 +4,7 @@
 # --init-from gives the same model and bitwise the same exported weights as from transformers 4's form, and -c in one
 # form agrees with --init-from in the other; a directory whose config gives both forms disagreeing is refused, naming
 # both keys. The directories are ./train's own exports (-n 0), with config.json rewritten here. Run from the repo root.
-set -u
-cd "$(dirname "$0")/.."
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; }
+source "$(dirname "$0")/shell_helpers.sh"
 [ -x ./train ] || { fail "no ./train (run make)"; exit 1; }
 
 python3 - "$TMP/data" <<'EOF'

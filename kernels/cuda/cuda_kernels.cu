@@ -38,4 +38,5 @@ extern "C" const Kernels kernels_cuda = {
     .adamw = cuda_adamw,
 
     .peak_bytes = cuda_peak_bytes,
+    .device_name = cuda_device_name,
 };

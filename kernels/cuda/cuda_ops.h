@@ -20,6 +20,7 @@ void cuda_act_from_f32(void *dst_act, const float *host_src, size_t n);
 void cuda_act_to_f32(float *host_dst, const void *src_act, size_t n);
 void cuda_synchronize(void);
 size_t cuda_peak_bytes(void);
+const char *cuda_device_name(void); /* the current device's name, read once */
 
 /* cuda_norm.cu */
 void cuda_embed_norm(const int32_t *tokens, const void *E, const float *gamma, float eps, void *x, void *O, float *r,
