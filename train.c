@@ -1,7 +1,8 @@
 /* train.c: the training program. Reads the config and flags, builds the model on the chosen backend (random init,
  * Hugging Face weights with --init-from, or the newest checkpoint with --resume), and runs the loop: gradient
- * accumulation over micro-batches, clipped AdamW, a progress line and a JSONL record per step, validation loss and a
- * text sample every N steps, checkpoints every N steps, at the end and on SIGINT/SIGTERM. */
+ * accumulation over micro-batches, clipped AdamW, a progress line (with the MFU on a known GPU) and a JSONL record
+ * per step, validation loss and a text sample every N steps, checkpoints every N steps, at the end and on
+ * SIGINT/SIGTERM. With --generate DIR it only prints text from a model (model/generate.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -21,7 +22,9 @@
 #endif
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/flops.h"
 #include "model/fsutil.h"
+#include "model/generate.h"
 #include "model/hf_weights.h"
 #include "model/model.h"
 #include "model/optimizer.h"
@@ -76,11 +79,11 @@ static const Kernels *pick_backend(const char *device, const char *fusion, int h
         char why[256];
         if (!kernels_cuda_available(why, sizeof(why))) {
             if (strcmp(device, "cuda") == 0) die("--device cuda: no usable GPU (%s)", why);
-            fprintf(stderr, "note: no usable GPU (%s): training on the CPU\n", why);
+            fprintf(stderr, "note: no usable GPU (%s): running on the CPU\n", why);
         } else if (!kernels_cuda_supports_head_dim(head_dim)) {
             if (strcmp(device, "cuda") == 0)
                 die("--device cuda: the CUDA attention kernels take head_dim 64 or 128; this model's is %d", head_dim);
-            fprintf(stderr, "note: the CUDA attention kernels take head_dim 64 or 128, this model's is %d: training on "
+            fprintf(stderr, "note: the CUDA attention kernels take head_dim 64 or 128, this model's is %d: running on "
                             "the CPU\n", head_dim);
         } else {
             return strcmp(fusion, "off") == 0 ? &kernels_cuda : &kernels_cuda_fused;
@@ -208,7 +211,8 @@ static void print_sample(Model *m, const Tokenizer *tok, const TrainConfig *t, u
     size_t cap = (size_t)t->sample_tokens * 64 + sizeof(t->sample_prompt) + 64;
     char *text = malloc(cap);
     if (!text) die("out of host memory");
-    if (sample_text(m, tok, t->sample_prompt, t->sample_tokens, t->temperature, rng, text, cap) < 0)
+    const SampleSettings s = {t->sample_tokens, t->temperature, t->top_k, -1};
+    if (sample_text(m, tok, t->sample_prompt, &s, rng, text, cap) < 0)
         die("sample_prompt \"%s\" encodes to no token of this model's vocabulary", t->sample_prompt);
     printf("---- sample at step %d ----\n%s\n---------------------------\n", step, text);
     cJSON *rec = cJSON_CreateObject();
@@ -321,7 +325,8 @@ static void save_checkpoint(const Model *m, const Config *cfg, const TrainState 
     if (checkpoint_prune(cfg->train.out_dir, cfg->train.keep_last, err, sizeof(err))) die("%s", err);
 }
 
-static void log_step(FILE *log, int step, double loss, double lr, double norm, double ms, double tok_s) {
+/* mfu < 0: not known (no GPU, or one whose peak is not in model/flops.c), and not logged. */
+static void log_step(FILE *log, int step, double loss, double lr, double norm, double ms, double tok_s, double mfu) {
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddNumberToObject(rec, "step", step);
     cJSON_AddNumberToObject(rec, "loss", loss);
@@ -329,7 +334,18 @@ static void log_step(FILE *log, int step, double loss, double lr, double norm, d
     cJSON_AddNumberToObject(rec, "grad_norm", norm);
     cJSON_AddNumberToObject(rec, "ms", ms);
     cJSON_AddNumberToObject(rec, "tokens_per_s", tok_s);
+    if (mfu >= 0) cJSON_AddNumberToObject(rec, "mfu", mfu);
     log_record(log, rec);
+}
+
+/* --generate DIR: text from the model of DIR on the backend of --device; no run directory is involved. */
+static void generate(const TrainConfig *t) {
+    char err[ERRLEN];
+    Generation g;
+    if (generation_open(&g, t, err, sizeof(err))) die("%s", err);
+    const Kernels *k = pick_backend(t->device, t->fusion, g.model.head_dim);
+    if (generation_run(&g, t, k, stdout, err, sizeof(err))) die("%s", err);
+    generation_close(&g);
 }
 
 int main(int argc, char **argv) {
@@ -338,6 +354,10 @@ int main(int argc, char **argv) {
     int rc = config_from_args(&cfg, argc, argv, err, sizeof(err));
     if (rc == 1) return 0;
     if (rc) die("%s", err);
+    if (cfg.train.generate[0]) {
+        generate(&cfg.train);
+        return 0;
+    }
     TrainConfig *t = &cfg.train;
     if (!t->out_dir[0]) default_out_dir(&cfg);
     if (t->warmup_clamped_from)
@@ -406,7 +426,7 @@ int main(int argc, char **argv) {
         if (run_dir_check_new(run_dir, t->overwrite, err, sizeof(err))) die("%s", err);
         if (model_create(&model, mc, k, B, T, err, sizeof(err))) die("%s", err);
         if (t->init_from[0]) {
-            if (hf_import_weights(&model, t->init_from, err, sizeof(err))) die("%s", err);
+            if (hf_import_weights(&model, t->init_from, err, sizeof(err))) die("--init-from %s", err);
         } else {
             model_init_weights(&model, (uint64_t)t->seed);
         }
@@ -452,6 +472,15 @@ int main(int argc, char **argv) {
     if (resuming) printf("resumed from %s/step_%08llu\n", run_dir, (unsigned long long)start_step);
     else if (t->init_from[0]) printf("initial weights: %s\n", t->init_from);
     printf("backend: %s%s%s\n", k->name, k->detail ? ", " : "", k->detail ? k->detail : "");
+    /* MFU: the model FLOPs of the tokens per second against the GPU's peak, where the GPU is one of model/flops.c */
+    const char *gpu = k->device_name ? k->device_name() : NULL;
+    const double token_flops = flops_per_token(mc, (int64_t)model.table.n_params, T);
+    const double peak_flops = gpu_peak_bf16_flops(gpu);
+    if (peak_flops > 0)
+        printf("MFU: %.3g GFLOP per token against the %.1f TFLOP/s bf16 peak of the %s\n", token_flops * 1e-9,
+               peak_flops * 1e-12, gpu);
+    else if (gpu)
+        printf("MFU: not shown (the bf16 peak of the %s is not in model/flops.c)\n", gpu);
 #ifdef WITH_CUDA
     if (k == &kernels_cuda_fused &&
         !fused_shape_ok(mc->hidden_size, mc->intermediate_size, config_qkv_dim(mc),
@@ -487,11 +516,14 @@ int main(int argc, char **argv) {
         k->synchronize();
         double ms = (now_seconds() - t0) * 1e3;
         double tok_s = step_tokens / (ms * 1e-3);
-        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s\n", step, t->steps, loss, lr,
-               norm, ms, tok_s);
+        double mfu = peak_flops > 0 ? tok_s * token_flops / peak_flops : -1;
+        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", step, t->steps, loss, lr, norm,
+               ms, tok_s);
+        if (mfu >= 0) printf(" | MFU %.1f%%", 100 * mfu);
+        printf("\n");
         fflush(stdout);
         if (isfinite(loss) && isfinite(norm)) {
-            log_step(log, step, loss, lr, norm, ms, tok_s);
+            log_step(log, step, loss, lr, norm, ms, tok_s, mfu);
         } else {
             const char *what = isfinite(loss) ? "gradient norm" : "loss";
             if (++skipped > t->skip_nonfinite)

@@ -188,6 +188,10 @@ typedef struct Kernels {
     /* The most bytes of backend memory held at once so far: every allocation of the backend, its buffers and its
      * scratch or workspaces. */
     size_t (*peak_bytes)(void);
+
+    /* The name of the GPU it runs on (cudaGetDeviceProperties), from which the MFU's peak is known; NULL in a table
+     * that runs on no GPU (the CPU). */
+    const char *(*device_name)(void);
 } Kernels;
 
 extern const Kernels kernels_cpu;

@@ -1,26 +1,8 @@
 #!/usr/bin/env bash
 # test_cli.sh: ./train's command line and its handling of bad input: each bad config, flag or shard must give a clear
 # message (naming the file, key or flag) and a nonzero exit, and must not damage an existing run. Run from the repo root.
-set -u
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
+source "$(dirname "$0")/shell_helpers.sh"
 TRAIN=./train
-
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; }
-
-# expect_fail NAME PATTERN CMD...: CMD exits nonzero and its stderr matches PATTERN (grep -E).
-expect_fail() {
-    local name=$1 pattern=$2
-    shift 2
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    if [ $rc -ne 0 ] && grep -qE -- "$pattern" "$TMP/err"; then
-        pass "$name: exit $rc, $(head -c 200 "$TMP/err" | tr '\n' ' ')"
-    else
-        fail "$name: exit $rc, stderr: $(head -c 300 "$TMP/err" | tr '\n' ' ') (wanted /$pattern/)"
-    fi
-}
 
 # make_shard PATH MAGIC VERSION DTYPE N_HEADER N_TOKENS [TRUNCATE_BYTES] [MAX_ID]
 make_shard() {

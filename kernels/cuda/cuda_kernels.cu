@@ -41,4 +41,5 @@ extern "C" const Kernels kernels_cuda = {
     .workspace_bytes = cuda_workspace_bytes,
     .available_bytes = cuda_available_bytes,
     .peak_bytes = cuda_peak_bytes,
+    .device_name = cuda_device_name,
 };

@@ -1,7 +1,7 @@
 /* cuda_memory.cu: device memory for the CUDA backend: checked-call failure reports, the cuBLAS handle, a tracked
  * allocator (current and peak bytes, so the program can print its peak), one growing workspace for the ops that
- * need scratch, copies, fp32 <-> bf16 conversions, the free device memory, and the is-there-a-GPU probe. Everything
- * runs on the default stream, which orders all work; copies to the host synchronize. */
+ * need scratch, copies, fp32 <-> bf16 conversions, the free device memory, the is-there-a-GPU probe and the device
+ * name. Everything runs on the default stream, which orders all work; copies to the host synchronize. */
 #include <string.h>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -194,6 +194,18 @@ void cuda_act_to_f32(float *host_dst, const void *src_act, size_t n) {
 }
 
 void cuda_synchronize(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+const char *cuda_device_name(void) {
+    static char name[sizeof(((cudaDeviceProp *)0)->name)];
+    if (!name[0]) {
+        int device;
+        cudaDeviceProp prop;
+        CUDA_CHECK(cudaGetDevice(&device));
+        CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+        snprintf(name, sizeof(name), "%s", prop.name);
+    }
+    return name;
+}
 
 /* ---------------------------------------------------------------- is there a GPU */
 

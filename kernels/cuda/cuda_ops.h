@@ -24,6 +24,7 @@ void cuda_synchronize(void);
 size_t cuda_available_bytes(void); /* the free device memory less cuda_untracked_reserve_bytes */
 size_t cuda_untracked_reserve_bytes(void);
 size_t cuda_peak_bytes(void);
+const char *cuda_device_name(void); /* the current device's name, read once */
 
 /* cuda_workspace_plan.cu */
 size_t cuda_workspace_bytes(const KernelShapes *s);
