@@ -57,7 +57,7 @@ build/tests/%: tests/%.c build/libtrainer.a $(wildcard tests/*.h)
 	@mkdir -p build/tests
 	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
 
-build/tests/gpu/%: tests/gpu/%.c build/libtrainer.a tests/test_util.h $(wildcard tests/gpu/*.h)
+build/tests/gpu/%: tests/gpu/%.c build/libtrainer.a $(wildcard tests/*.h) $(wildcard tests/gpu/*.h)
 	@mkdir -p build/tests/gpu
 	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
 
@@ -79,15 +79,16 @@ endif
 test-gpu: gpu-tests
 	bash tests/gpu/run_gpu_tests.sh
 
-# The fuzz harnesses (tests/fuzz): libFuzzer with ASan and UBSan, on the CPU sources built again with clang.
+# The fuzz harnesses (tests/fuzz): libFuzzer with ASan and UBSan, on the CPU sources built again with clang (and its
+# OpenMP; the harnesses run with one thread).
 # make fuzz runs each for FUZZ_SECONDS (or FUZZ_RUNS executions, when set, if sooner), one at a time; make fuzz-ci
 # is CI's short run. Both fail on any finding (a crash, a leak, undefined behaviour, a broken property) and leave it
 # in build/fuzz/findings.
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_CI_SECONDS ?= 20
-FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas \
-                -Wno-source-uses-openmp -I. -D_GNU_SOURCE -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS  := -g -O1 -fno-omit-frame-pointer -std=c11 -Wall -Wextra -Wno-unused-parameter -Wno-pass-failed -fopenmp \
+                -I. -D_GNU_SOURCE -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_HARNESSES := config flags safetensors hf_import state state_crc dataloader tokenizer encode log
 FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_HARNESSES))
 FUZZ_LIB_OBJ := $(patsubst %.c,build/fuzz/obj/%.o,$(LIB_SRC))
@@ -131,13 +132,14 @@ deps:
 	bash scripts/install_deps.sh
 
 # The default dataset: TinyShakespeare, byte-level (the tiny config) and Llama 3 tokens (the 1B config).
-# Takes the local copies in $(SHARED) when they exist; otherwise the script downloads the text.
+# Takes the local copies in $(SHARED) when they exist; otherwise the script downloads the text. --overwrite: prepared
+# again each time, over whatever an earlier version of the script left there.
 data:
-	$(PYTHON) scripts/prepare_data.py --tokenizer byte --out data/tinyshakespeare_byte \
+	$(PYTHON) scripts/prepare_data.py --tokenizer byte --out data/tinyshakespeare_byte --overwrite \
 	    $(if $(wildcard $(SHARED)/tinyshakespeare.txt),--text $(SHARED)/tinyshakespeare.txt)
 	@if [ -f "$(SHARED)/llama3_tokenizer.model" ] || [ -n "$(TOKENIZER)" ]; then \
 	    $(PYTHON) scripts/prepare_data.py --tokenizer $(or $(TOKENIZER),$(SHARED)/llama3_tokenizer.model) \
-	        --out data/tinyshakespeare_llama3 \
+	        --out data/tinyshakespeare_llama3 --overwrite \
 	        $(if $(wildcard $(SHARED)/tinyshakespeare.txt),--text $(SHARED)/tinyshakespeare.txt); \
 	else echo "no Llama 3 tokenizer file (set TOKENIZER=path/to/tokenizer.model): skipped the Llama 3 shards"; fi
 

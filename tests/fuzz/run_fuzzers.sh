@@ -12,6 +12,7 @@ seconds=$1
 shift
 export FUZZ_TOKENIZER="${FUZZ_TOKENIZER:-${SHARED:-../shared/data}/llama3_tokenizer.model}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1}"
+export OMP_NUM_THREADS=1 # the CPU kernels' parallel regions, where a harness reaches them
 # the harnesses' files go to a directory on tmpfs where there is one, removed at the end (also after a crash)
 FUZZ_SCRATCH=$(mktemp -d "$( [ -d /dev/shm ] && echo /dev/shm || echo "${TMPDIR:-/tmp}")/trainer_fuzz.XXXXXX") || exit 2
 export FUZZ_SCRATCH
