@@ -23,12 +23,19 @@ static int draw(const float *logits, int V, double temperature, uint64_t *rng) {
     return best;
 }
 
+/* Appends the bytes of token id to out (NUL-terminated, truncated to cap). A NUL byte (the byte vocabulary has one)
+ * is written as U+FFFD, as a byte that is not UTF-8 is in the log, so that the text does not end there. */
 static void append_piece(const Tokenizer *tok, int32_t id, char *out, size_t cap, size_t *len) {
+    static const char replacement[] = "\xEF\xBF\xBD";
     size_t n;
     const char *p = tokenizer_piece(tok, id, &n);
-    if (*len + n >= cap) n = cap - 1 - *len;
-    memcpy(out + *len, p, n);
-    *len += n;
+    for (size_t i = 0; i < n; i++) {
+        const char *bytes = p[i] ? p + i : replacement;
+        size_t count = p[i] ? 1 : sizeof(replacement) - 1;
+        if (*len + count >= cap) break;
+        memcpy(out + *len, bytes, count);
+        *len += count;
+    }
     out[*len] = 0;
 }
 
