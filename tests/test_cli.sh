@@ -4,7 +4,7 @@
 set -u
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-TRAIN=./train
+TRAIN=${TRAIN:-./train}
 
 pass() { echo "PASS $*"; }
 fail() { echo "FAIL $*"; }

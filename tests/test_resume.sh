@@ -14,7 +14,7 @@
 set -u
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-TRAIN=$(pwd)/train
+TRAIN=${TRAIN:-$(pwd)/train}
 # Small shapes: one thread is faster than two on a busy 2-core machine, and determinism does not depend on it.
 export OMP_NUM_THREADS=1
 pass() { echo "PASS $*"; }
