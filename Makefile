@@ -42,6 +42,8 @@ endif
 
 TEST_SRC  := $(wildcard tests/test_*.c)
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+# Programs the shell tests call (not tests themselves).
+TEST_TOOLS := $(BUILD)/tests/verify_checkpoints
 GPU_TEST_SRC  := $(wildcard tests/gpu/*.c)
 GPU_TEST_BINS := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRC))
 # The engine's own GPU test and benchmark (CUDA C++ that instantiates the engine with its test programs).
@@ -80,7 +82,7 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/libtrainer.a $(wildcard kernels/cu
 
 # Every CPU test; the last line is "N passed, N failed". With SANITIZE=1 the suite runs the sanitized binaries: the
 # runner counts each sanitizer report as a failure, and the scripts shorten their long runs (saying so).
-test: $(TRAIN_BIN) $(TEST_BINS)
+test: $(TRAIN_BIN) $(TEST_BINS) $(TEST_TOOLS)
 	TRAIN=$(TRAIN_BIN) BUILD_DIR=$(BUILD) SANITIZE=$(SANITIZE) bash tests/run_cpu_tests.sh
 
 # The GPU tests and benchmark programs, built without running them (what CI can do without a GPU).
