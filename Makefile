@@ -72,7 +72,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainer.a $(wildcard tests/*.h)
 	@mkdir -p $(BUILD)/tests
 	$(CC) $(CFLAGS) $< $(BUILD)/libtrainer.a -o $@ $(LDLIBS)
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libtrainer.a tests/test_util.h $(wildcard tests/gpu/*.h)
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libtrainer.a $(wildcard tests/*.h) $(wildcard tests/gpu/*.h)
 	@mkdir -p $(BUILD)/tests/gpu
 	$(CC) $(CFLAGS) $< $(BUILD)/libtrainer.a -o $@ $(LDLIBS)
 
@@ -100,13 +100,14 @@ deps:
 	bash scripts/install_deps.sh
 
 # The default dataset: TinyShakespeare, byte-level (the tiny config) and Llama 3 tokens (the 1B config).
-# Takes the local copies in $(SHARED) when they exist; otherwise the script downloads the text.
+# Takes the local copies in $(SHARED) when they exist; otherwise the script downloads the text. --overwrite: prepared
+# again each time, over whatever an earlier version of the script left there.
 data:
-	$(PYTHON) scripts/prepare_data.py --tokenizer byte --out data/tinyshakespeare_byte \
+	$(PYTHON) scripts/prepare_data.py --tokenizer byte --out data/tinyshakespeare_byte --overwrite \
 	    $(if $(wildcard $(SHARED)/tinyshakespeare.txt),--text $(SHARED)/tinyshakespeare.txt)
 	@if [ -f "$(SHARED)/llama3_tokenizer.model" ] || [ -n "$(TOKENIZER)" ]; then \
 	    $(PYTHON) scripts/prepare_data.py --tokenizer $(or $(TOKENIZER),$(SHARED)/llama3_tokenizer.model) \
-	        --out data/tinyshakespeare_llama3 \
+	        --out data/tinyshakespeare_llama3 --overwrite \
 	        $(if $(wildcard $(SHARED)/tinyshakespeare.txt),--text $(SHARED)/tinyshakespeare.txt); \
 	else echo "no Llama 3 tokenizer file (set TOKENIZER=path/to/tokenizer.model): skipped the Llama 3 shards"; fi
 

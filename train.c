@@ -1,7 +1,8 @@
 /* train.c: the training program. Reads the config and flags, builds the model on the chosen backend (random init,
  * Hugging Face weights with --init-from, or the newest checkpoint with --resume), and runs the loop: gradient
- * accumulation over micro-batches, clipped AdamW, a progress line and a JSONL record per step, validation loss and a
- * text sample every N steps, checkpoints every N steps, at the end and on SIGINT/SIGTERM. */
+ * accumulation over micro-batches, clipped AdamW, a progress line (with the MFU on a known GPU) and a JSONL record
+ * per step, validation loss and a text sample every N steps, checkpoints every N steps, at the end and on
+ * SIGINT/SIGTERM. With --generate DIR it only prints text from a model (model/generate.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -21,7 +22,9 @@
 #endif
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/flops.h"
 #include "model/fsutil.h"
+#include "model/generate.h"
 #include "model/hf_weights.h"
 #include "model/model.h"
 #include "model/optimizer.h"
@@ -76,11 +79,11 @@ static const Kernels *pick_backend(const char *device, const char *fusion, int h
         char why[256];
         if (!kernels_cuda_available(why, sizeof(why))) {
             if (strcmp(device, "cuda") == 0) die("--device cuda: no usable GPU (%s)", why);
-            fprintf(stderr, "note: no usable GPU (%s): training on the CPU\n", why);
+            fprintf(stderr, "note: no usable GPU (%s): running on the CPU\n", why);
         } else if (!kernels_cuda_supports_head_dim(head_dim)) {
             if (strcmp(device, "cuda") == 0)
                 die("--device cuda: the CUDA attention kernels take head_dim 64 or 128; this model's is %d", head_dim);
-            fprintf(stderr, "note: the CUDA attention kernels take head_dim 64 or 128, this model's is %d: training on "
+            fprintf(stderr, "note: the CUDA attention kernels take head_dim 64 or 128, this model's is %d: running on "
                             "the CPU\n", head_dim);
         } else {
             return strcmp(fusion, "off") == 0 ? &kernels_cuda : &kernels_cuda_fused;
@@ -93,6 +96,58 @@ static const Kernels *pick_backend(const char *device, const char *fusion, int h
         die("--device cuda: this ./train was built without the CUDA backend (build with nvcc on PATH)");
 #endif
     return &kernels_cpu;
+}
+
+/* The unit that shows a size: GiB with 2 decimals from 1 GiB up, else MiB with 1. */
+typedef struct SizeUnit {
+    double bytes;
+    int digits;
+    const char *name;
+} SizeUnit;
+
+static SizeUnit size_unit(size_t bytes) {
+    return bytes >= (1u << 30) ? (SizeUnit){1073741824.0, 2, "GiB"} : (SizeUnit){1048576.0, 1, "MiB"};
+}
+
+/* bytes as "27.93 GiB" or "52.3 MiB". */
+static const char *size_text(char buf[32], size_t bytes) {
+    const SizeUnit u = size_unit(bytes);
+    snprintf(buf, 32, "%.*f %s", u.digits, bytes / u.bytes, u.name);
+    return buf;
+}
+
+/* The memory preflight, before the model is allocated: prints what the run needs of the backend's memory and what
+ * is available, and stops with what to lower when it is not there. */
+static void check_memory(const ModelConfig *mc, const Kernels *k, const TrainConfig *t, const char *cfg_path) {
+    ModelMemory mem;
+    if (model_memory(mc, k, t->batch_size, t->seq_len, &mem)) die("out of host memory for the model tables");
+    const size_t avail = k->available_bytes();
+    const SizeUnit u = size_unit(mem.total); /* the parts in the total's unit */
+    char need[32], have[32], part[32], rest[32];
+    printf("memory: %s needed (params %.*f, grads %.*f, adam %.*f, activations %.*f, workspace %.*f), ",
+           size_text(need, mem.total), u.digits, mem.params / u.bytes, u.digits, mem.grads / u.bytes, u.digits,
+           mem.adam / u.bytes, u.digits, mem.activations / u.bytes, u.digits, mem.workspace / u.bytes);
+    if (avail != SIZE_MAX) printf("%s of %s available\n", size_text(have, avail), k->memory_name);
+    else printf("the %s available is unknown\n", k->memory_name);
+    fflush(stdout);
+    if (mem.total <= avail) return;
+    const size_t model_bytes = size_add(size_add(mem.params, mem.grads), mem.adam);
+    const size_t batch_bytes = size_add(mem.activations, mem.workspace);
+    if (model_bytes >= avail)
+        die("not enough %s: this run needs %s and %s is available, and the model alone (its parameters, gradients and "
+            "AdamW state) takes %s: use a smaller model (hidden_size, intermediate_size, num_hidden_layers, "
+            "vocab_size of %s)", k->memory_name, need, have, size_text(part, model_bytes), cfg_path);
+    char other[160] = "";
+#ifdef WITH_CUDA
+    ModelMemory fused;
+    if (k == &kernels_cuda && model_memory(mc, &kernels_cuda_fused, t->batch_size, t->seq_len, &fused) == 0 &&
+        fused.total <= avail)
+        snprintf(other, sizeof(other), ", or train with --fusion on, which needs %s", size_text(rest, fused.total));
+#endif
+    die("not enough %s: this run needs %s and %s is available; lower batch_size (-b, now %d) or seq_len (-t, now %d)%s: "
+        "the activations and workspace of micro-batches of %d x %d tokens take %s, the model's parameters, gradients "
+        "and AdamW state %s", k->memory_name, need, have, t->batch_size, t->seq_len, other, t->batch_size, t->seq_len,
+        size_text(part, batch_bytes), size_text(rest, model_bytes));
 }
 
 /* Appends one JSON object as a line to the run's log and flushes it. */
@@ -156,7 +211,8 @@ static void print_sample(Model *m, const Tokenizer *tok, const TrainConfig *t, u
     size_t cap = (size_t)t->sample_tokens * 64 + sizeof(t->sample_prompt) + 64;
     char *text = malloc(cap);
     if (!text) die("out of host memory");
-    if (sample_text(m, tok, t->sample_prompt, t->sample_tokens, t->temperature, rng, text, cap) < 0)
+    const SampleSettings s = {t->sample_tokens, t->temperature, t->top_k, -1};
+    if (sample_text(m, tok, t->sample_prompt, &s, rng, text, cap) < 0)
         die("sample_prompt \"%s\" encodes to no token of this model's vocabulary", t->sample_prompt);
     printf("---- sample at step %d ----\n%s\n---------------------------\n", step, text);
     cJSON *rec = cJSON_CreateObject();
@@ -198,6 +254,7 @@ static int load_checkpoint(const char *dir, uint64_t step, int argc, char **argv
     if (config_resume_merge(&ckpt, argc, argv, merge_err, sizeof(merge_err))) die("%s", merge_err);
     snprintf(ckpt.train.out_dir, sizeof(ckpt.train.out_dir), "%s", run_dir);
     const Kernels *k = pick_backend(ckpt.train.device, ckpt.train.fusion, ckpt.model.head_dim);
+    check_memory(&ckpt.model, k, &ckpt.train, ckpt.path);
     if (model_create(model, &ckpt.model, k, ckpt.train.batch_size, ckpt.train.seq_len, merge_err, sizeof(merge_err)))
         die("%s", merge_err);
     if (checkpoint_load_state(dir, step, model, state, err, errlen)) {
@@ -268,7 +325,8 @@ static void save_checkpoint(const Model *m, const Config *cfg, const TrainState 
     if (checkpoint_prune(cfg->train.out_dir, cfg->train.keep_last, err, sizeof(err))) die("%s", err);
 }
 
-static void log_step(FILE *log, int step, double loss, double lr, double norm, double ms, double tok_s) {
+/* mfu < 0: not known (no GPU, or one whose peak is not in model/flops.c), and not logged. */
+static void log_step(FILE *log, int step, double loss, double lr, double norm, double ms, double tok_s, double mfu) {
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddNumberToObject(rec, "step", step);
     cJSON_AddNumberToObject(rec, "loss", loss);
@@ -276,7 +334,18 @@ static void log_step(FILE *log, int step, double loss, double lr, double norm, d
     cJSON_AddNumberToObject(rec, "grad_norm", norm);
     cJSON_AddNumberToObject(rec, "ms", ms);
     cJSON_AddNumberToObject(rec, "tokens_per_s", tok_s);
+    if (mfu >= 0) cJSON_AddNumberToObject(rec, "mfu", mfu);
     log_record(log, rec);
+}
+
+/* --generate DIR: text from the model of DIR on the backend of --device; no run directory is involved. */
+static void generate(const TrainConfig *t) {
+    char err[ERRLEN];
+    Generation g;
+    if (generation_open(&g, t, err, sizeof(err))) die("%s", err);
+    const Kernels *k = pick_backend(t->device, t->fusion, g.model.head_dim);
+    if (generation_run(&g, t, k, stdout, err, sizeof(err))) die("%s", err);
+    generation_close(&g);
 }
 
 int main(int argc, char **argv) {
@@ -285,6 +354,10 @@ int main(int argc, char **argv) {
     int rc = config_from_args(&cfg, argc, argv, err, sizeof(err));
     if (rc == 1) return 0;
     if (rc) die("%s", err);
+    if (cfg.train.generate[0]) {
+        generate(&cfg.train);
+        return 0;
+    }
     TrainConfig *t = &cfg.train;
     if (!t->out_dir[0]) default_out_dir(&cfg);
     if (t->warmup_clamped_from)
@@ -298,6 +371,9 @@ int main(int argc, char **argv) {
     int resuming = t->resume;
     uint64_t start_step = resuming ? resume_run(&cfg, argc, argv, &model, &state) : 0;
     const ModelConfig *mc = &cfg.model;
+    /* A new run's backend, and whether its memory holds the run (a resumed one's was checked as it loaded). */
+    const Kernels *k = resuming ? model.k : pick_backend(t->device, t->fusion, mc->head_dim);
+    if (!resuming) check_memory(mc, k, t, cfg.path);
     const char *run_dir = t->out_dir;
     char log_path[CONFIG_PATH_MAX + 32], cfg_path[CONFIG_PATH_MAX + 32];
     snprintf(log_path, sizeof(log_path), "%s/log.jsonl", run_dir);
@@ -348,10 +424,9 @@ int main(int argc, char **argv) {
     } else {
         /* Refuse to mix two runs before anything is built; the old run goes only once the new one is ready. */
         if (run_dir_check_new(run_dir, t->overwrite, err, sizeof(err))) die("%s", err);
-        const Kernels *k = pick_backend(t->device, t->fusion, mc->head_dim);
         if (model_create(&model, mc, k, B, T, err, sizeof(err))) die("%s", err);
         if (t->init_from[0]) {
-            if (hf_import_weights(&model, t->init_from, err, sizeof(err))) die("%s", err);
+            if (hf_import_weights(&model, t->init_from, err, sizeof(err))) die("--init-from %s", err);
         } else {
             model_init_weights(&model, (uint64_t)t->seed);
         }
@@ -360,7 +435,6 @@ int main(int argc, char **argv) {
         state.data_tokens = n_tokens;
         state.sample_rng = (uint64_t)t->seed ^ 0x5A3B1E5ull;
     }
-    const Kernels *k = model.k;
 
     /* The first step's batches, read once before anything is written, so that data tokenized for another vocabulary
      * stops the run with the directory as it was (the loader then goes back to where it was). */
@@ -397,9 +471,16 @@ int main(int argc, char **argv) {
            mc->tie_word_embeddings ? "tied" : "untied");
     if (resuming) printf("resumed from %s/step_%08llu\n", run_dir, (unsigned long long)start_step);
     else if (t->init_from[0]) printf("initial weights: %s\n", t->init_from);
-    printf("backend: %s%s%s; activation arena %.1f MiB; parameter buffers %.1f MiB\n", k->name,
-           k->detail ? ", " : "", k->detail ? k->detail : "", model.arena_bytes / 1048576.0,
-           model.table.n_params * (16.0 + k->act_bytes) / 1048576.0);
+    printf("backend: %s%s%s\n", k->name, k->detail ? ", " : "", k->detail ? k->detail : "");
+    /* MFU: the model FLOPs of the tokens per second against the GPU's peak, where the GPU is one of model/flops.c */
+    const char *gpu = k->device_name ? k->device_name() : NULL;
+    const double token_flops = flops_per_token(mc, (int64_t)model.table.n_params, T);
+    const double peak_flops = gpu_peak_bf16_flops(gpu);
+    if (peak_flops > 0)
+        printf("MFU: %.3g GFLOP per token against the %.1f TFLOP/s bf16 peak of the %s\n", token_flops * 1e-9,
+               peak_flops * 1e-12, gpu);
+    else if (gpu)
+        printf("MFU: not shown (the bf16 peak of the %s is not in model/flops.c)\n", gpu);
 #ifdef WITH_CUDA
     if (k == &kernels_cuda_fused &&
         !fused_shape_ok(mc->hidden_size, mc->intermediate_size, config_qkv_dim(mc),
@@ -435,11 +516,14 @@ int main(int argc, char **argv) {
         k->synchronize();
         double ms = (now_seconds() - t0) * 1e3;
         double tok_s = step_tokens / (ms * 1e-3);
-        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s\n", step, t->steps, loss, lr,
-               norm, ms, tok_s);
+        double mfu = peak_flops > 0 ? tok_s * token_flops / peak_flops : -1;
+        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", step, t->steps, loss, lr, norm,
+               ms, tok_s);
+        if (mfu >= 0) printf(" | MFU %.1f%%", 100 * mfu);
+        printf("\n");
         fflush(stdout);
         if (isfinite(loss) && isfinite(norm)) {
-            log_step(log, step, loss, lr, norm, ms, tok_s);
+            log_step(log, step, loss, lr, norm, ms, tok_s, mfu);
         } else {
             const char *what = isfinite(loss) ? "gradient norm" : "loss";
             if (++skipped > t->skip_nonfinite)
@@ -475,8 +559,8 @@ int main(int argc, char **argv) {
             break;
         }
     }
-    size_t peak = k->peak_bytes ? k->peak_bytes() : 0;
-    if (peak) printf("peak %s memory: %.2f GiB\n", k->name, peak / 1073741824.0);
+    char peak[32];
+    printf("peak %s memory: %s\n", k->name, size_text(peak, k->peak_bytes()));
     if (fclose(log) != 0) die("cannot close %s: %s", log_path, strerror(errno));
     free(inputs);
     free(targets);

@@ -1,10 +1,11 @@
 /* kernels.h: the operation API of the trainer, the CODA schedule's fused operations stated semantically.
  *
  * The model code (model/) calls only these operations, through a table of function pointers (struct Kernels), so it
- * never knows which backend runs them. Backends: kernels/cpu (plain fp32 C with OpenMP, the reference oracle) and,
- * kernels/cuda (bf16 activations; two tables: kernels_cuda_fused, whose GEMMs carry these operations in their
- * epilogues, and kernels_cuda, cuBLAS GEMMs followed by one-pass kernels). Nothing here states tiles or launch
- * shapes.
+ * never knows which backend runs them (docs/DESIGN.md, "The schedule" and "Fused step"). Backends: kernels/cpu
+ * (kernels_cpu: plain fp32 C with OpenMP, the oracle of the other tables) and kernels/cuda, built WITH_CUDA (bf16
+ * activations; kernels_cuda_fused, --fusion on, whose GEMMs carry these operations in their epilogues on the engine
+ * of kernels/cuda/gemm, and kernels_cuda, --fusion off, cuBLAS GEMMs followed by one-pass kernels; both run the
+ * attention kernels of kernels/cuda/attention). Nothing here states tiles or launch shapes.
  *
  * Conventions
  * - All matrices are row-major. A weight W of a linear layer is [N, K] (out x in, like torch.nn.Linear), so a
@@ -44,13 +45,28 @@
 extern "C" {
 #endif
 
+/* Byte counts that saturate at SIZE_MAX instead of wrapping around, for the memory estimates of configs that no
+ * machine holds (the preflight then reports them as too large). */
+static inline size_t size_mul(size_t a, size_t b) { return a && b > SIZE_MAX / a ? SIZE_MAX : a * b; }
+static inline size_t size_add(size_t a, size_t b) { return b > SIZE_MAX - a ? SIZE_MAX : a + b; }
+static inline size_t size_max(size_t a, size_t b) { return a > b ? a : b; }
+
+/* The shapes with which model.c's schedule calls the operations, for workspace_bytes: micro-batches of B sequences
+ * of T tokens (M = B*T rows), width D, SwiGLU width F, Hq query and Hkv key/value heads of hd, vocabulary V, and
+ * n_params parameters in all (the longest buffer that sum_squares goes over). */
+typedef struct KernelShapes {
+    int B, T, D, F, Hq, Hkv, hd, V;
+    size_t n_params;
+} KernelShapes;
+
 typedef struct Kernels {
     const char *name;   /* "cpu" or "cuda" */
     const char *detail; /* which path runs, for the user (the CUDA tables: fusion on or off), or NULL */
     size_t act_bytes;  /* bytes of one act element: 4 (fp32) or 2 (bf16) */
+    const char *memory_name; /* where its buffers live, for messages: "host memory" or "GPU memory" */
 
     /* ---- memory (device memory for the GPU backend, host memory for the CPU backend) ---- */
-    void *(*alloc)(size_t bytes);                      /* zero-filled; aborts with a message on failure */
+    void *(*alloc)(size_t bytes);  /* zero-filled; NULL when the backend's memory cannot hold it (the caller says so) */
     void (*free)(void *p);
     void (*memset_zero)(void *p, size_t bytes);
     void (*copy_to_device)(void *dst, const void *host_src, size_t bytes);
@@ -156,11 +172,26 @@ typedef struct Kernels {
     void (*adamw)(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr,
                   float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step);
 
-    /* ---- reporting ---- */
+    /* ---- memory: the preflight and reporting ---- */
 
-    /* The most bytes of backend memory held at once so far (every allocation and workspace of the backend), or 0
-     * where the backend does not track it (the CPU). */
+    /* The most backend memory that the operations hold beyond their arguments at any moment (their scratch, the
+     * backend's workspaces and the buffers it keeps, a library's workspace), over the calls of model.c's schedule
+     * for a model of these shapes: training steps with and without gradient accumulation, evaluation, sampling, and
+     * the weight copies of the init, import and resume. (An operation that cannot get its scratch stops the program
+     * with a message and exit status 1: it has no error path.) Saturates at SIZE_MAX. */
+    size_t (*workspace_bytes)(const KernelShapes *s);
+
+    /* The backend memory that can still be allocated (the GPU's free memory; the host's available memory within the
+     * process's cgroup limits), or SIZE_MAX when it cannot be known. */
+    size_t (*available_bytes)(void);
+
+    /* The most bytes of backend memory held at once so far: every allocation of the backend, its buffers and its
+     * scratch or workspaces. */
     size_t (*peak_bytes)(void);
+
+    /* The name of the GPU it runs on (cudaGetDeviceProperties), from which the MFU's peak is known; NULL in a table
+     * that runs on no GPU (the CPU). */
+    const char *(*device_name)(void);
 } Kernels;
 
 extern const Kernels kernels_cpu;

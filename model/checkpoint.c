@@ -102,6 +102,29 @@ static int remove_matching(const char *run_dir, const char *prefix, const char *
     return rc;
 }
 
+int checkpoint_model_dir(const char *dir, char *out, size_t cap, char *err, size_t errlen) {
+    char config[CHECKPOINT_PATH_MAX];
+    snprintf(config, sizeof(config), "%s/config.json", dir);
+    if (!fs_is_dir(dir)) {
+        snprintf(err, errlen, "%s is not a directory (a checkpoint, a run directory or a Hugging Face model)", dir);
+        return -1;
+    }
+    if (fs_exists(config)) {
+        snprintf(out, cap, "%s", dir);
+        return 0;
+    }
+    CheckpointList list;
+    if (checkpoint_list(dir, &list, err, errlen)) return -1;
+    if (list.n == 0) {
+        snprintf(err, errlen, "%s holds neither a config.json (a checkpoint or a Hugging Face model) nor a complete "
+                 "checkpoint step_NNNNNNNN (a run directory)", dir);
+        return -1;
+    }
+    checkpoint_path(out, cap, dir, list.steps[list.n - 1]);
+    checkpoint_list_free(&list);
+    return 0;
+}
+
 int checkpoint_clean_leftovers(const char *run_dir, char *err, size_t errlen) {
     static const char *const suffixes[] = {".tmp", ".deleting"};
     return remove_matching(run_dir, ".step_", suffixes, 2, 1, err, errlen);

@@ -31,6 +31,11 @@ typedef struct CheckpointList {
 int checkpoint_list(const char *run_dir, CheckpointList *list, char *err, size_t errlen);
 void checkpoint_list_free(CheckpointList *list);
 
+/* The directory of model weights that dir names (--generate): dir itself when it holds config.json (a checkpoint or
+ * a Hugging Face directory), else the newest complete checkpoint of dir as a run directory. 0, or -1 with a message
+ * when dir is neither (or does not exist). */
+int checkpoint_model_dir(const char *dir, char *out, size_t cap, char *err, size_t errlen);
+
 /* Removes the leftovers of interrupted writes and deletions (.step_*.tmp, .step_*.deleting), printing each. */
 int checkpoint_clean_leftovers(const char *run_dir, char *err, size_t errlen);
 

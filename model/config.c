@@ -7,11 +7,13 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/config_rope.h"
 #include "model/fsutil.h"
 
 typedef enum { OPT_INT, OPT_INT64, OPT_DOUBLE, OPT_BOOL, OPT_STRING } OptType;
@@ -81,8 +83,10 @@ static const Option OPTIONS[] = {
     {"eval_batches", 0, OPT_INT, T_(eval_batches), 1, 1e9, NULL, "8", "validation batches per evaluation"},
     {"sample_every", 0, OPT_INT, T_(sample_every), 0, 1e9, NULL, "0", "print a sample every N steps (0: never)"},
     {"sample_tokens", 0, OPT_INT, T_(sample_tokens), 1, 1e6, NULL, "128", "tokens per sample"},
-    {"sample_prompt", 0, OPT_STRING, TS_(sample_prompt), 0, 0, NULL, "", "prompt of the samples (empty: BOS or newline)"},
+    {"sample_prompt", 0, OPT_STRING, TS_(sample_prompt), 0, 0, NULL, "",
+     "prompt of the samples, after BOS where the vocabulary has one (empty, byte vocabulary: a newline)"},
     {"temperature", 0, OPT_DOUBLE, T_(temperature), 0, 100, NULL, "1", "sampling temperature (0: greedy)"},
+    {"top_k", 0, OPT_INT, T_(top_k), 0, 1 << 24, NULL, "0", "samples draw among the K most likely tokens (0: all)"},
     {"checkpoint_every", 0, OPT_INT, T_(checkpoint_every), 0, 1e9, NULL, "0",
      "write a checkpoint every N steps (0: only at the end; also on SIGINT/SIGTERM)"},
     {"keep_last", 0, OPT_INT, T_(keep_last), 0, 1e9, NULL, "3", "keep the newest K checkpoints (0: keep all)"},
@@ -193,53 +197,20 @@ static int check_ignored_key(const cJSON *v, const char *where, char *err, size_
     return 0;
 }
 
-static int parse_rope_scaling(Config *cfg, const cJSON *rs, const char *where, char *err, size_t errlen) {
-    ModelConfig *m = &cfg->model;
-    if (cJSON_IsNull(rs)) return 0;
-    if (!cJSON_IsObject(rs)) {
-        snprintf(err, errlen, "%s: rope_scaling must be an object or null", where);
-        return -1;
+/* Applies the RoPE keys of one file (config_rope.h; NULL: absent) to cfg; rope_theta through its option's range. */
+static int apply_rope_keys(Config *cfg, const cJSON *theta, const cJSON *scaling, const cJSON *params,
+                           const char *where, char *err, size_t errlen) {
+    RopeKeys r;
+    if (config_rope_keys(theta, scaling, params, &r, where, err, errlen)) return -1;
+    if (r.has_theta && set_number(find_option("rope_theta"), cfg, r.theta, where, err, errlen)) return -1;
+    if (r.has_scaling) {
+        ModelConfig *m = &cfg->model;
+        m->rope_llama3 = r.llama3;
+        m->rope_factor = r.factor;
+        m->rope_low_freq_factor = r.low_freq_factor;
+        m->rope_high_freq_factor = r.high_freq_factor;
+        m->rope_original_max_position_embeddings = r.original_max_position_embeddings;
     }
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
-    if (!type) type = cJSON_GetObjectItemCaseSensitive(rs, "type");
-    if (!cJSON_IsString(type)) {
-        snprintf(err, errlen, "%s: rope_scaling needs a string rope_type", where);
-        return -1;
-    }
-    if (strcmp(type->valuestring, "default") == 0) return 0;
-    if (strcmp(type->valuestring, "llama3") != 0) {
-        snprintf(err, errlen, "%s: rope_scaling type \"%s\" is not supported (only \"llama3\")", where,
-                 type->valuestring);
-        return -1;
-    }
-    struct { const char *key; double *dst; int *idst; } fields[] = {
-        {"factor", &m->rope_factor, NULL},
-        {"low_freq_factor", &m->rope_low_freq_factor, NULL},
-        {"high_freq_factor", &m->rope_high_freq_factor, NULL},
-        {"original_max_position_embeddings", NULL, &m->rope_original_max_position_embeddings},
-    };
-    for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(rs, fields[i].key);
-        if (!cJSON_IsNumber(v) || v->valuedouble <= 0) {
-            snprintf(err, errlen, "%s: rope_scaling.%s must be a positive number", where, fields[i].key);
-            return -1;
-        }
-        if (fields[i].dst) *fields[i].dst = v->valuedouble;
-        else *fields[i].idst = (int)v->valuedouble;
-    }
-    if (m->rope_high_freq_factor <= m->rope_low_freq_factor) {
-        snprintf(err, errlen, "%s: rope_scaling needs high_freq_factor > low_freq_factor", where);
-        return -1;
-    }
-    for (const cJSON *v = rs->child; v; v = v->next) {
-        const char *k = v->string;
-        if (strcmp(k, "rope_type") && strcmp(k, "type") && strcmp(k, "factor") && strcmp(k, "low_freq_factor") &&
-            strcmp(k, "high_freq_factor") && strcmp(k, "original_max_position_embeddings")) {
-            snprintf(err, errlen, "%s: unknown key rope_scaling.%s", where, k);
-            return -1;
-        }
-    }
-    m->rope_llama3 = 1;
     return 0;
 }
 
@@ -253,8 +224,17 @@ int config_load_file(Config *cfg, const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "%s: the top level must be a JSON object", where);
         rc = -1;
     }
+    const cJSON *rope_theta = NULL, *rope_scaling = NULL, *rope_parameters = NULL; /* read together, below */
     for (const cJSON *v = cJSON_IsObject(root) ? root->child : NULL; v && rc == 0; v = v->next) {
         const char *k = v->string;
+        const cJSON **rope = strcmp(k, "rope_theta") == 0     ? &rope_theta
+                             : strcmp(k, "rope_scaling") == 0 ? &rope_scaling
+                             : strcmp(k, "rope_parameters") == 0 ? &rope_parameters
+                                                                 : NULL;
+        if (rope) {
+            *rope = v;
+            continue;
+        }
         const Option *o = find_option(k);
         if (o) {
             const cJSON *val = v;
@@ -264,10 +244,6 @@ int config_load_file(Config *cfg, const char *path, char *err, size_t errlen) {
                 val = cJSON_GetArrayItem(v, 0);
             if (cJSON_IsNull(val) && o->is_model) continue; /* HF writes null for unset ids */
             rc = set_from_json(o, cfg, val, where, err, errlen);
-            continue;
-        }
-        if (strcmp(k, "rope_scaling") == 0) {
-            rc = parse_rope_scaling(cfg, v, where, err, errlen);
             continue;
         }
         int ignored = 0;
@@ -281,6 +257,7 @@ int config_load_file(Config *cfg, const char *path, char *err, size_t errlen) {
                  "see ./train --help)", where, k);
         rc = -1;
     }
+    if (rc == 0) rc = apply_rope_keys(cfg, rope_theta, rope_scaling, rope_parameters, where, err, errlen);
     cJSON_Delete(root);
     if (rc) return rc;
     snprintf(cfg->path, sizeof(cfg->path), "%s", path);
@@ -324,6 +301,7 @@ void config_defaults(Config *cfg) {
     char err[256];
     for (int i = 0; i < N_OPTIONS; i++)
         if (OPTIONS[i].def && parse_flag_value(&OPTIONS[i], cfg, "default", OPTIONS[i].def, err, sizeof(err))) {
+            /* the option table's own defaults do not parse: a programming error, never the user's input */
             fprintf(stderr, "internal error: %s\n", err);
             abort();
         }
@@ -365,6 +343,15 @@ static int apply_args(Config *cfg, int argc, char **argv, const char **config_pa
                 return -1;
             }
             *config_path = argv[++i];
+            continue;
+        }
+        if (strcmp(a, "--generate") == 0) {
+            if (i + 1 >= argc || strlen(argv[i + 1]) >= sizeof(cfg->train.generate)) {
+                snprintf(err, errlen, "flag --generate needs a directory (of at most %zu characters)",
+                         sizeof(cfg->train.generate) - 1);
+                return -1;
+            }
+            snprintf(cfg->train.generate, sizeof(cfg->train.generate), "%s", argv[++i]);
             continue;
         }
         int *sw = switch_field(cfg, a);
@@ -475,6 +462,15 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
     config_defaults(&scout);
     const char *config_path;
     if (apply_args(&scout, argc, argv, &config_path, err, errlen)) return -1;
+    if (scout.train.generate[0]) {
+        const char *other = config_path ? "-c" : scout.train.resume ? "--resume" : scout.train.init_from[0] ?
+                            "--init-from" : NULL;
+        if (other) {
+            snprintf(err, errlen, "--generate DIR takes the model from DIR: it does not go with %s", other);
+            return -1;
+        }
+        return apply_args(cfg, argc, argv, &config_path, err, errlen);
+    }
     char file[CONFIG_PATH_MAX + 16];
     if (config_path) snprintf(file, sizeof(file), "%s", config_path);
     else if (scout.train.resume) file[0] = 0;
@@ -497,7 +493,7 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
 
 /* Training keys that may change when a run is resumed: they do not change what the next step computes. */
 static const char *RESUME_SAFE_KEYS[] = {"steps", "eval_every", "eval_batches", "sample_every", "sample_tokens",
-                                         "sample_prompt", "temperature", "checkpoint_every", "keep_last",
+                                         "sample_prompt", "temperature", "top_k", "checkpoint_every", "keep_last",
                                          "skip_nonfinite",
                                          "export_dtype", "device", "fusion", "tokenizer", "out_dir", "init_from"};
 
@@ -575,15 +571,15 @@ int64_t config_num_parameters(const ModelConfig *m) {
     return V * D * (m->tie_word_embeddings ? 1 : 2) + m->num_hidden_layers * per_layer + D;
 }
 
-int config_validate(const Config *cfg, char *err, size_t errlen) {
-    const ModelConfig *m = &cfg->model;
-    const TrainConfig *t = &cfg->train;
-    const char *p = cfg->path;
+int config_validate_model(const ModelConfig *m, const char *p, char *err, size_t errlen) {
+    Config c;
+    memset(&c, 0, sizeof(c));
+    c.model = *m;
     static const char *required[] = {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                                      "vocab_size"};
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
         const Option *o = find_option(required[i]);
-        if (*(const int *)option_field_c(o, cfg) == 0) {
+        if (*(const int *)option_field_c(o, &c) == 0) {
             snprintf(err, errlen, "config %s: missing required key \"%s\"", p, required[i]);
             return -1;
         }
@@ -605,12 +601,29 @@ int config_validate(const Config *cfg, char *err, size_t errlen) {
         snprintf(err, errlen, "config %s: rms_norm_eps must be positive", p);
         return -1;
     }
+    if (m->bos_token_id >= m->vocab_size || m->eos_token_id >= m->vocab_size) {
+        snprintf(err, errlen, "config %s: bos/eos token id outside the vocabulary (%d)", p, m->vocab_size);
+        return -1;
+    }
+    return 0;
+}
+
+int config_validate(const Config *cfg, char *err, size_t errlen) {
+    const ModelConfig *m = &cfg->model;
+    const TrainConfig *t = &cfg->train;
+    const char *p = cfg->path;
+    if (config_validate_model(m, p, err, errlen)) return -1;
     if (t->seq_len > m->max_position_embeddings) {
         snprintf(err, errlen, "config %s: seq_len (%d) exceeds max_position_embeddings (%d)", p, t->seq_len,
                  m->max_position_embeddings);
         return -1;
     }
     int64_t bt = (int64_t)t->batch_size * t->seq_len;
+    if (bt > INT_MAX) {
+        snprintf(err, errlen, "config %s: batch_size*seq_len (%lld) exceeds %d tokens per micro-batch (the operations "
+                 "count rows in int)", p, (long long)bt, INT_MAX);
+        return -1;
+    }
     if (t->total_batch_tokens != 0 && t->total_batch_tokens % bt != 0) {
         snprintf(err, errlen, "config %s: total_batch_tokens (%lld) must be a multiple of batch_size*seq_len (%lld)",
                  p, (long long)t->total_batch_tokens, (long long)bt);
@@ -622,10 +635,6 @@ int config_validate(const Config *cfg, char *err, size_t errlen) {
     }
     if (!t->train_data[0]) {
         snprintf(err, errlen, "config %s: no training data (set train_data or pass -i 'glob')", p);
-        return -1;
-    }
-    if (m->bos_token_id >= m->vocab_size || m->eos_token_id >= m->vocab_size) {
-        snprintf(err, errlen, "config %s: bos/eos token id outside the vocabulary (%d)", p, m->vocab_size);
         return -1;
     }
     return 0;
@@ -642,6 +651,10 @@ void config_print_help(const char *prog) {
            "      --resume                   continue the run of -o DIR from its newest complete checkpoint\n"
            "      --resume-fallback          with --resume: if the newest checkpoint is damaged, take the newest\n"
            "                                 one that is not (the damaged ones are moved aside)\n"
+           "      --generate DIR             no training: print --sample-tokens tokens after --sample-prompt from\n"
+           "                                 the model of DIR (a checkpoint, a run directory's newest, or a Hugging\n"
+           "                                 Face directory) with --temperature, --top-k, --seed, --device and\n"
+           "                                 --tokenizer (default: DIR/tokenizer.model, or byte for 256 ids)\n"
            "  -h, --help                     this text\n", prog);
     for (int i = 0; i < N_OPTIONS; i++) {
         const Option *o = &OPTIONS[i];
@@ -665,6 +678,8 @@ void config_print_help(const char *prog) {
                    OPTIONS[i].def ? OPTIONS[i].def : "", OPTIONS[i].def ? "]" : "");
     printf("  %-30s %s\n", "rope_scaling", "{\"rope_type\": \"llama3\", factor, low_freq_factor, high_freq_factor, "
            "original_max_position_embeddings} or null");
+    printf("  %-30s %s\n", "rope_parameters", "transformers 5's form of both: {\"rope_type\": \"default\" or "
+           "\"llama3\", rope_theta, and llama3's fields}");
 }
 
 static void add_option_json(cJSON *root, const Option *o, const Config *cfg) {

@@ -54,6 +54,7 @@ typedef struct TrainConfig {
     int sample_every, sample_tokens;  /* 0 = never */
     char sample_prompt[256];
     double temperature;               /* 0 = greedy */
+    int top_k;                        /* samples draw among the k most likely tokens (0 = all) */
     int checkpoint_every;             /* 0 = only at the end (and on SIGINT/SIGTERM) */
     int keep_last;                    /* checkpoints kept (0 = all) */
     char export_dtype[8];             /* f32 | bf16: the dtype of model.safetensors in checkpoints */
@@ -62,6 +63,7 @@ typedef struct TrainConfig {
     int overwrite;                    /* allow a run directory that already holds a run */
     int resume;                       /* continue from the newest complete checkpoint of out_dir */
     int resume_fallback;              /* ... or from an older one when the newest is damaged */
+    char generate[CONFIG_PATH_MAX];   /* --generate DIR: print text from the model of DIR instead of training */
 } TrainConfig;
 
 typedef struct Config {
@@ -73,8 +75,8 @@ typedef struct Config {
 /* Fills cfg from the command line: defaults, then the JSON file (-c; without -c: INIT/config.json with --init-from
  * INIT, else configs/llama3_tiny.json), then the flags. With -c and --init-from both, the model keys of the two
  * files must agree. With --resume nothing is loaded without -c and nothing is validated: the run's config comes from
- * its checkpoint (config_resume_merge). Returns 0 on success, 1 if --help was printed, -1 on an error (message in
- * err). */
+ * its checkpoint (config_resume_merge). With --generate DIR only the flags are read (the model comes from DIR,
+ * model/generate.h). Returns 0 on success, 1 if --help was printed, -1 on an error (message in err). */
 int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errlen);
 
 /* --resume: ckpt holds the checkpoint's train_config.json; applies the command line (-c and flags) on top of it.
@@ -91,6 +93,8 @@ int config_load_file(Config *cfg, const char *path, char *err, size_t errlen);
 
 /* Checks consistency of everything (shapes, ranges, batch arithmetic). 0 or -1 with a message. */
 int config_validate(const Config *cfg, char *err, size_t errlen);
+/* The model part of config_validate (path: the file it came from, for the message). */
+int config_validate_model(const ModelConfig *m, const char *path, char *err, size_t errlen);
 
 /* tokenizer "auto": the "tokenizer" of meta.json in the training shards' directory (written by
  * scripts/prepare_data.py), or "" when there is no meta.json. 0 or -1 with a message for a broken meta.json. */

@@ -55,7 +55,8 @@ static RowChunk chunk_at(const HfTensor *t, size_t r0, size_t chunk_rows) {
     return ch;
 }
 
-/* The view of t in m; the table and the layout agree by construction, so a mismatch is a programming error. */
+/* The view of t in m; the table and the layout agree by construction, so a mismatch is a programming error (an
+ * internal invariant, never the user's input: abort). */
 static const ParamView *view_for(const Model *m, const HfTensor *t) {
     const ParamView *v = model_find_param(m, t->view);
     if (!v || v->cols != t->cols) {
@@ -210,8 +211,7 @@ static int source_open(HfSource *s, const char *dir, char *err, size_t errlen) {
         snprintf(s->where, sizeof(s->where), "%s", index);
         rc = source_open_sharded(s, dir, index, err, errlen);
     } else {
-        snprintf(err, errlen, "--init-from %s: neither model.safetensors nor model.safetensors.index.json is there",
-                 dir);
+        snprintf(err, errlen, "%s: neither model.safetensors nor model.safetensors.index.json is there", dir);
         return -1;
     }
     if (rc) source_close(s);
@@ -300,13 +300,13 @@ int hf_import_weights(Model *m, const char *dir, char *err, size_t errlen) {
     Transfer x = {0};
     int rc = -1;
     if (!ts) {
-        snprintf(err, errlen, "--init-from %s: out of host memory", dir);
+        snprintf(err, errlen, "the weights of %s: out of host memory", dir);
         goto done;
     }
     hf_tensor_list(&m->cfg, ts);
     if (source_open(&s, dir, err, errlen) || check_tensors(&s, &m->cfg, ts, n, err, errlen)) goto done;
     if (transfer_alloc(&x, &m->cfg, max_cols_of(ts, n))) {
-        snprintf(err, errlen, "--init-from %s: out of host memory", dir);
+        snprintf(err, errlen, "the weights of %s: out of host memory", dir);
         goto done;
     }
     for (int i = 0; i < n; i++) {

@@ -90,15 +90,17 @@ static ParamKind lm_head_kind(const Model *m) {
 
 /* ---------------------------------------------------------------- activation arena */
 
-/* Carves the arena into 256-byte aligned pieces. With base == NULL it only measures. */
+/* Carves the arena into 256-byte aligned pieces. With base == NULL it only measures (saturating, for the
+ * preflight of configs that no machine holds). */
 typedef struct Carver {
     char *base;
     size_t used;
 } Carver;
 
-static void *take(Carver *cv, size_t bytes) {
-    size_t at = cv->used;
-    cv->used += (bytes + 255) / 256 * 256;
+/* A piece of rows x cols elements of elem bytes. */
+static void *take(Carver *cv, size_t rows, size_t cols, size_t elem) {
+    size_t at = cv->used, bytes = size_mul(size_mul(rows, cols), elem);
+    cv->used = size_add(cv->used, size_add(bytes, 255) / 256 * 256);
     return cv->base ? cv->base + at : NULL;
 }
 
@@ -110,31 +112,90 @@ static size_t plan_arena(Model *m, char *base) {
     Carver cv = {base, 0};
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *a = &m->layers[l];
-        a->x = take(&cv, M * D * ab);
-        a->r1 = take(&cv, M * 4);
-        a->qkv = take(&cv, M * Nqkv * ab);
-        a->y = take(&cv, M * Dq * ab);
-        a->lse = take(&cv, M * c->num_attention_heads * 4);
-        a->h = take(&cv, M * D * ab);
-        a->r2 = take(&cv, M * 4);
-        a->Zgu = take(&cv, M * 2 * F * ab);
+        a->x = take(&cv, M, D, ab);
+        a->r1 = take(&cv, M, 1, 4);
+        a->qkv = take(&cv, M, Nqkv, ab);
+        a->y = take(&cv, M, Dq, ab);
+        a->lse = take(&cv, M, c->num_attention_heads, 4);
+        a->h = take(&cv, M, D, ab);
+        a->r2 = take(&cv, M, 1, 4);
+        a->Zgu = take(&cv, M, 2 * F, ab);
     }
-    m->O = take(&cv, M * D * ab);
-    m->act = take(&cv, M * F * ab);
-    m->x_final = take(&cv, M * D * ab);
-    m->r_final = take(&cv, M * 4);
-    m->rope_cos = take(&cv, (size_t)m->T * c->head_dim / 2 * 4);
-    m->rope_sin = take(&cv, (size_t)m->T * c->head_dim / 2 * 4);
-    m->tokens = take(&cv, M * 4);
-    m->targets = take(&cv, M * 4);
-    m->losses = take(&cv, M * 4);
-    m->dres = take(&cv, M * D * ab);
-    m->dZgu = take(&cv, M * 2 * F * ab);
-    m->dqkv = take(&cv, M * Nqkv * ab);
-    m->dy = take(&cv, M * Dq * ab);
-    m->c = take(&cv, M * 4);
-    m->logits_row = take(&cv, V * 4);
+    m->O = take(&cv, M, D, ab);
+    m->act = take(&cv, M, F, ab);
+    m->x_final = take(&cv, M, D, ab);
+    m->r_final = take(&cv, M, 1, 4);
+    m->rope_cos = take(&cv, m->T, c->head_dim / 2, 4);
+    m->rope_sin = take(&cv, m->T, c->head_dim / 2, 4);
+    m->tokens = take(&cv, M, 1, 4);
+    m->targets = take(&cv, M, 1, 4);
+    m->losses = take(&cv, M, 1, 4);
+    m->dres = take(&cv, M, D, ab);
+    m->dZgu = take(&cv, M, 2 * F, ab);
+    m->dqkv = take(&cv, M, Nqkv, ab);
+    m->dy = take(&cv, M, Dq, ab);
+    m->c = take(&cv, M, 1, 4);
+    m->logits_row = take(&cv, V, 1, 4);
     return cv.used;
+}
+
+/* ---------------------------------------------------------------- the backend buffers */
+
+/* What model_create allocates on the backend, one buffer each. */
+enum { BUF_MASTER, BUF_WEIGHTS, BUF_GRADS, BUF_GRAD_SQ, BUF_ADAM_M, BUF_ADAM_V, BUF_ARENA, N_BUFS };
+static const char *const BUF_NAMES[N_BUFS] = {"master weights", "working weights", "gradients",
+                                              "gradient sums of squares", "AdamW m", "AdamW v", "activation arena"};
+
+/* The sizes of the backend buffers of m (its cfg, k, B, T, table and layers set): the one list that model_create
+ * allocates and model_memory counts. */
+static void buffer_sizes(Model *m, size_t bytes[N_BUFS]) {
+    const size_t n = m->table.n_params;
+    bytes[BUF_MASTER] = size_mul(n, sizeof(float));
+    bytes[BUF_WEIGHTS] = size_mul(n, m->k->act_bytes);
+    bytes[BUF_GRADS] = size_mul(n, sizeof(float));
+    bytes[BUF_GRAD_SQ] = (size_t)4 * m->cfg.num_hidden_layers * sizeof(double);
+    bytes[BUF_ADAM_M] = size_mul(n, sizeof(float));
+    bytes[BUF_ADAM_V] = size_mul(n, sizeof(float));
+    bytes[BUF_ARENA] = plan_arena(m, NULL);
+}
+
+/* The shapes of m's calls of the operations (kernels.h). */
+static KernelShapes kernel_shapes(const Model *m) {
+    const ModelConfig *c = &m->cfg;
+    return (KernelShapes){m->B, m->T, c->hidden_size, c->intermediate_size, c->num_attention_heads,
+                          c->num_key_value_heads, c->head_dim, c->vocab_size, m->table.n_params};
+}
+
+/* m's fields before any buffer: the config, the backend, the batch, the parameter table and the layers' views.
+ * Returns 0 or -1 (out of host memory). */
+static int model_begin(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T) {
+    memset(m, 0, sizeof(*m));
+    m->cfg = *cfg;
+    m->k = k;
+    m->B = B;
+    m->T = T;
+    m->layers = calloc(cfg->num_hidden_layers, sizeof(LayerActs));
+    return m->layers && build_param_table(&m->table, cfg) == 0 ? 0 : -1;
+}
+
+int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMemory *mem) {
+    Model m;
+    const int rc = model_begin(&m, cfg, k, B, T);
+    if (rc == 0) {
+        size_t bytes[N_BUFS];
+        buffer_sizes(&m, bytes);
+        const KernelShapes shapes = kernel_shapes(&m);
+        mem->params = size_add(bytes[BUF_MASTER], bytes[BUF_WEIGHTS]);
+        mem->grads = size_add(bytes[BUF_GRADS], bytes[BUF_GRAD_SQ]);
+        mem->adam = size_add(bytes[BUF_ADAM_M], bytes[BUF_ADAM_V]);
+        mem->activations = bytes[BUF_ARENA];
+        mem->workspace = k->workspace_bytes(&shapes);
+        mem->total = size_add(size_add(size_add(mem->params, mem->grads), size_add(mem->adam, mem->activations)),
+                              mem->workspace);
+    }
+    free(m.layers);
+    free(m.table.views);
+    return rc;
 }
 
 void model_rope_inv_freq(const ModelConfig *c, double *inv_freq) {
@@ -210,30 +271,35 @@ static int plan_accumulated_runs(Model *m) {
 }
 
 int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen) {
-    memset(m, 0, sizeof(*m));
-    m->cfg = *cfg;
-    m->k = k;
-    m->B = B;
-    m->T = T;
-    m->layers = calloc(cfg->num_hidden_layers, sizeof(LayerActs));
-    if (!m->layers || build_param_table(&m->table, cfg)) {
+    if (model_begin(m, cfg, k, B, T)) {
         snprintf(err, errlen, "out of host memory for the model tables");
+        model_destroy(m);
         return -1;
     }
-    size_t n = m->table.n_params;
-    m->master = k->alloc(n * sizeof(float));
-    m->weights = k->alloc(n * k->act_bytes);
-    m->grads = k->alloc(n * sizeof(float));
-    m->adam_m = k->alloc(n * sizeof(float));
-    m->adam_v = k->alloc(n * sizeof(float));
-    m->arena_bytes = plan_arena(m, NULL);
-    m->arena = k->alloc(m->arena_bytes);
+    size_t bytes[N_BUFS];
+    void *buf[N_BUFS] = {NULL};
+    buffer_sizes(m, bytes);
+    for (int i = 0; i < N_BUFS; i++)
+        if (!(buf[i] = k->alloc(bytes[i]))) {
+            snprintf(err, errlen, "out of %s: the %s (%.1f MiB) could not be allocated; lower batch_size or "
+                     "seq_len, or use a smaller model", k->memory_name, BUF_NAMES[i], bytes[i] / 1048576.0);
+            for (int j = 0; j < i; j++) k->free(buf[j]);
+            model_destroy(m);
+            return -1;
+        }
+    m->master = buf[BUF_MASTER];
+    m->weights = buf[BUF_WEIGHTS];
+    m->grads = buf[BUF_GRADS];
+    m->grad_sq = buf[BUF_GRAD_SQ];
+    m->adam_m = buf[BUF_ADAM_M];
+    m->adam_v = buf[BUF_ADAM_V];
+    m->arena = buf[BUF_ARENA];
     plan_arena(m, m->arena);
     m->host_losses = malloc((size_t)B * T * sizeof(float));
-    m->grad_sq = k->alloc((size_t)4 * cfg->num_hidden_layers * sizeof(double));
     m->host_grad_sq = malloc((size_t)4 * cfg->num_hidden_layers * sizeof(double));
     if (!m->host_losses || !m->host_grad_sq || plan_accumulated_runs(m) || upload_rope_tables(m)) {
         snprintf(err, errlen, "out of host memory");
+        model_destroy(m);
         return -1;
     }
     return 0;

@@ -64,7 +64,6 @@ typedef struct Model {
     float *grads, *adam_m, *adam_v;
     /* activations */
     void *arena;
-    size_t arena_bytes;
     LayerActs *layers;     /* [L] */
     void *O;               /* [M, D] the latest RMSNorm output x * gamma (before r), read by the next GEMM; after
                             * the forward, the final norm's (the LM head's input) */
@@ -90,8 +89,24 @@ typedef struct Model {
     int n_acc_runs;
 } Model;
 
-/* Allocates everything for micro-batches of up to B sequences of T tokens. Returns 0 or -1 with a message. */
+/* Allocates everything for micro-batches of up to B sequences of T tokens. Returns 0, or -1 with a message (the
+ * backend's memory cannot hold a buffer). */
 int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen);
+
+/* The backend memory of a model, by kind, in bytes (saturating at SIZE_MAX for configs beyond any machine). */
+typedef struct ModelMemory {
+    size_t params;      /* fp32 master weights and the working copy */
+    size_t grads;       /* fp32 gradients and the per-layer sums of squares */
+    size_t adam;        /* AdamW's m and v */
+    size_t activations; /* the activation arena */
+    size_t workspace;   /* the backend's own (Kernels.workspace_bytes) */
+    size_t total;
+} ModelMemory;
+
+/* The memory preflight: what model_create(cfg, k, B, T) allocates on the backend, from the same list of buffers
+ * that model_create allocates, and the backend's workspace for the model's shapes; nothing of the backend is
+ * allocated. Returns 0, or -1 when the host cannot hold the model's tables. */
+int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMemory *mem);
 void model_destroy(Model *m);
 
 /* The documented init: every matrix element ~ N(0, initializer_range) (the normal number of index = the element's

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # install_deps.sh: installs what building and testing need on a fresh Debian/Ubuntu machine: gcc, make, cJSON, zlib,
-# Python 3 with tiktoken (data preparation), torch, numpy and matplotlib (the PyTorch reference and the loss plots of
-# tests/test_reference.sh). Skips what is already there. Run as root or with sudo available. torch comes from PyPI;
-# PIP_INDEX_URL=https://download.pytorch.org/whl/cpu gives the much smaller CPU-only build.
+# Python 3 with tiktoken and pyarrow (data preparation: the Llama 3 tokenizer, Parquet inputs), torch, numpy and
+# matplotlib (the PyTorch reference and the loss plots of tests/test_reference.sh). Skips what is already there. Run as
+# root or with sudo available. torch comes from PyPI; PIP_INDEX_URL=https://download.pytorch.org/whl/cpu gives the much
+# smaller CPU-only build.
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
@@ -17,6 +18,7 @@ pip_install() {
     python3 -m pip install -q "${2:-$1}" 2>/dev/null || python3 -m pip install -q --break-system-packages "${2:-$1}"
 }
 pip_install tiktoken
+pip_install pyarrow
 pip_install numpy
 pip_install torch
 pip_install matplotlib

@@ -1,26 +1,7 @@
 #!/usr/bin/env bash
 # test_cli.sh: ./train's command line and its handling of bad input: each bad config, flag or shard must give a clear
 # message (naming the file, key or flag) and a nonzero exit, and must not damage an existing run. Run from the repo root.
-set -u
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-TRAIN=${TRAIN:-./train}
-
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; }
-
-# expect_fail NAME PATTERN CMD...: CMD exits nonzero and its stderr matches PATTERN (grep -E).
-expect_fail() {
-    local name=$1 pattern=$2
-    shift 2
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    local rc=$?
-    if [ $rc -ne 0 ] && grep -qE -- "$pattern" "$TMP/err"; then
-        pass "$name: exit $rc, $(head -c 200 "$TMP/err" | tr '\n' ' ')"
-    else
-        fail "$name: exit $rc, stderr: $(head -c 300 "$TMP/err" | tr '\n' ' ') (wanted /$pattern/)"
-    fi
-}
+source "$(dirname "$0")/shell_helpers.sh"
 
 # make_shard PATH MAGIC VERSION DTYPE N_HEADER N_TOKENS [TRUNCATE_BYTES] [MAX_ID]
 make_shard() {
@@ -182,6 +163,50 @@ fi
 cp "$TMP/run/log.jsonl" "$TMP/log.before"
 expect_fail "existing run directory" "already holds a run.*--overwrite" $TRAIN -c "$TMP/small.json" -o "$TMP/run"
 if cmp -s "$TMP/log.before" "$TMP/run/log.jsonl"; then pass "the refused run left the old log untouched"; else fail "log changed"; fi
+
+# Memory preflight. A run prints what it needs of the backend's memory and what is available, and the CPU backend's
+# peak is that estimate. A model too large (the issue's: hidden_size 4096, 32/8 heads, vocab_size 2^24, over 1 TiB)
+# and a batch too large (2^20 sequences of 2047 tokens, TiBs of activations) stop before anything is allocated or
+# written: exit status 1, a sentence with what is needed and available and what to lower, no run directory, and an
+# existing run as it was even with --overwrite.
+$TRAIN -c "$TMP/small.json" -n 2 -o "$TMP/mem" >"$TMP/out" 2>&1
+need=$(sed -n 's/^memory: \([0-9.]* [MG]iB\) needed .*/\1/p' "$TMP/out")
+if grep -qE '^memory: [0-9.]+ MiB needed \(params [0-9.]+, grads [0-9.]+, adam [0-9.]+, activations [0-9.]+, workspace [0-9.]+\), [0-9.]+ [MG]iB of host memory available$' "$TMP/out" &&
+   [ -n "$need" ] && [ "$(sed -n 's/^peak cpu memory: //p' "$TMP/out")" = "$need" ]; then
+    pass "a run prints the memory it needs and has, and the CPU backend's peak is the estimate ($(grep '^memory:' "$TMP/out"); $(grep '^peak' "$TMP/out"))"
+else
+    fail "memory line: $(grep -E '^(memory|peak)' "$TMP/out")"
+fi
+# expect_no_memory NAME PATTERN OUT_DIR ARGS...: ./train ARGS -o OUT_DIR exits with status 1 and a message matching
+# PATTERN, and OUT_DIR is not created (or, when it holds a run, not a byte of it changes).
+expect_no_memory() {
+    local name=$1 pattern=$2 dir=$3
+    shift 3
+    local before
+    before=$(cd "$dir" 2>/dev/null && find . -type f -exec md5sum {} + | sort)
+    $TRAIN "$@" -o "$dir" >"$TMP/out" 2>"$TMP/err"
+    local rc=$?
+    local after
+    after=$(cd "$dir" 2>/dev/null && find . -type f -exec md5sum {} + | sort)
+    if [ $rc -eq 1 ] && grep -qE -- "$pattern" "$TMP/err" && grep -q '^memory: ' "$TMP/out" &&
+       { [ -n "$before" ] || [ ! -e "$dir" ]; } && [ "$before" = "$after" ]; then
+        pass "$name: exit 1, nothing written: $(head -c 400 "$TMP/err")"
+    else
+        fail "$name: exit $rc, $(ls "$dir" 2>&1 | head -3 | tr '\n' ' ') stderr: $(head -c 400 "$TMP/err") (wanted /$pattern/)"
+    fi
+}
+cfg_with '"hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 16777216' >"$TMP/huge.json"
+expect_no_memory "a model too large for the host's memory" \
+    "not enough host memory: this run needs [0-9.]+ GiB and [0-9.]+ [MG]iB is available, and the model alone .* takes [0-9.]+ GiB: use a smaller model \(hidden_size, intermediate_size, num_hidden_layers, vocab_size of .*huge\.json\)" \
+    "$TMP/huge" -c "$TMP/huge.json" -d cpu
+expect_no_memory "a model too large, into an existing run with --overwrite" "not enough host memory" \
+    "$TMP/run" -c "$TMP/huge.json" --overwrite
+cfg_with '"max_position_embeddings": 4096' >"$TMP/long.json"
+expect_no_memory "a batch too large for the host's memory" \
+    "not enough host memory: this run needs [0-9.]+ GiB and [0-9.]+ [MG]iB is available; lower batch_size \(-b, now 1048576\) or seq_len \(-t, now 2047\): the activations and workspace .* take [0-9.]+ GiB" \
+    "$TMP/longrun" -c "$TMP/long.json" -b 1048576 -t 2047
+expect_fail "a micro-batch beyond int rows" "batch_size\*seq_len \(2147483648\) exceeds 2147483647" \
+    $TRAIN -c "$TMP/long.json" -b 1048576 -t 2048
 
 # A Hugging Face config.json without training keys, with the data as a flag.
 python3 - "$TMP/small.json" >"$TMP/hf.json" <<'EOF'

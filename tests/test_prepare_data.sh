@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_prepare_data.sh: runs scripts/prepare_data.py on a few KB of TinyShakespeare (plus a line of non-ASCII text)
 # with the byte vocabulary and with the Llama 3 tokenizer, and checks the shards with Python (headers, token counts,
-# shard sizes, decoding back to the text), a rerun that leaves fewer shards, and the errors for bad inputs.
+# shard sizes, decoding back to the text), reruns (nothing to do; other settings refused; --overwrite), and the errors for
+# bad inputs; then tests/prepare_corpus_checks.py (many inputs and formats, workers, resume, bad corpora).
 # Prints one PASS or FAIL line per check.
 set -u
 cd "$(dirname "$0")/.."
@@ -71,7 +72,7 @@ else:
         check(False, "tiktoken is importable (pip install tiktoken)")
         sys.exit(0)
     sys.path.insert(0, "scripts")
-    from prepare_data import LLAMA3_PATTERN
+    from dataprep.tokenizer import LLAMA3_PATTERN
     os.environ["TIKTOKEN_CACHE_DIR"] = ""
     enc = tiktoken.Encoding("llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=load_tiktoken_bpe(tokenizer_path),
                             special_tokens={BOS_NAME: 128000})
@@ -95,16 +96,34 @@ run() {
     "$PYTHON" scripts/prepare_data.py "$@" >"$tmp/$name.log" 2>&1
 }
 
+# snapshot DIR: the names, sizes, modification times and checksums of DIR's files.
+snapshot() {
+    (cd "$1" && ls -l --time-style=+%s.%N && md5sum ./*)
+}
+
 if run byte --text "$text" --tokenizer byte --out "$tmp/byte" --shard-tokens $SHARD_TOKENS; then
     echo "PASS byte: prepare_data.py runs"
     grep -q 'documents' "$tmp/byte.log" && grep -q '^train: .* tokens' "$tmp/byte.log" &&
         grep -q '^val: ' "$tmp/byte.log" && echo "PASS byte: prints a summary" ||
         echo "FAIL byte: prints a summary: $(tail -3 "$tmp/byte.log")"
     check_shards "$tmp/byte" byte
-    run byte_rerun --text "$text" --tokenizer byte --out "$tmp/byte" --shard-tokens 100000 &&
+    before=$(snapshot "$tmp/byte")
+    run byte_same --text "$text" --tokenizer byte --out "$tmp/byte" --shard-tokens $SHARD_TOKENS &&
+        grep -q 'nothing to do' "$tmp/byte_same.log" && [ "$(snapshot "$tmp/byte")" = "$before" ] &&
+        echo "PASS byte: a rerun of a complete preparation has nothing to do and changes no file" ||
+        echo "FAIL byte: a rerun of a complete preparation has nothing to do and changes no file: $(cat "$tmp/byte_same.log")"
+    if run byte_other --text "$text" --tokenizer byte --out "$tmp/byte" --shard-tokens 100000; then
+        echo "FAIL byte: a rerun with other settings is refused: exit status 0"
+    elif grep -q 'shard_tokens differ.*--overwrite' "$tmp/byte_other.log" &&
+        [ "$(snapshot "$tmp/byte")" = "$before" ]; then
+        echo "PASS byte: a rerun with other settings is refused (naming shard_tokens and --overwrite), no file changed"
+    else
+        echo "FAIL byte: a rerun with other settings is refused, no file changed: $(cat "$tmp/byte_other.log")"
+    fi
+    run byte_rerun --text "$text" --tokenizer byte --out "$tmp/byte" --shard-tokens 100000 --overwrite &&
         [ "$(ls "$tmp/byte")" = "$(printf 'meta.json\ntrain_000000.bin\nval_000000.bin')" ] &&
-        echo "PASS byte: a rerun with larger shards removes the earlier run's extra shards" ||
-        echo "FAIL byte: a rerun with larger shards removes the earlier run's extra shards:" $(ls "$tmp/byte")
+        echo "PASS byte: a rerun with larger shards and --overwrite removes the earlier run's extra shards" ||
+        echo "FAIL byte: a rerun with larger shards and --overwrite removes the earlier run's extra shards:" $(ls "$tmp/byte")
 else
     echo "FAIL byte: prepare_data.py failed: $(tail -5 "$tmp/byte.log")"
 fi
@@ -140,3 +159,5 @@ expect_error "a missing tokenizer file" "$tmp/no_such.model" --text "$text" --to
     --out "$tmp/err4"
 [ ! -e "$tmp/err1" ] && [ ! -e "$tmp/err2" ] && echo "PASS bad inputs write nothing" ||
     echo "FAIL bad inputs write nothing: $(ls -d "$tmp"/err* 2>/dev/null)"
+
+"$PYTHON" tests/prepare_corpus_checks.py "$SHARED_DATA"

@@ -30,12 +30,13 @@ int main(void) {
     /* Every weight zero: every logit is 0, so greedy sampling draws id 0, the NUL byte, each time. */
     model_set_master(&m, zeros, 0, m.table.n_params);
     uint64_t rng = 1;
+    const SampleSettings greedy = {.n_new = 3, .temperature = 0, .top_k = 0, .stop_id = -1};
     char out[64];
-    int n = sample_text(&m, tok, "AB", 3, 0.0, &rng, out, sizeof(out));
+    int n = sample_text(&m, tok, "AB", &greedy, &rng, out, sizeof(out));
     CHECK(n == 3 && strcmp(out, "AB" U_FFFD U_FFFD U_FFFD) == 0,
           "three generated NUL bytes are written as U+FFFD after the prompt (%d tokens, %zu bytes)", n, strlen(out));
     char small[7];
-    n = sample_text(&m, tok, "AB", 3, 0.0, &rng, small, sizeof(small));
+    n = sample_text(&m, tok, "AB", &greedy, &rng, small, sizeof(small));
     CHECK(n == 3 && strcmp(small, "AB" U_FFFD) == 0, "truncated to a buffer of 7 bytes: \"AB\" and one U+FFFD whole");
     free(zeros);
     tokenizer_close(tok);

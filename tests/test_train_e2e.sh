@@ -52,6 +52,7 @@ else
     fail "./train: $(tail -5 "$TMP/train.log")"
     exit 1
 fi
+if grep -q "MFU" "$TMP/train.log"; then fail "the CPU run prints an MFU: $(grep -m1 MFU "$TMP/train.log")"; fi
 python3 - "$TMP/run/log.jsonl" "$STEPS" "$LAST" "$LOSS_BOUND" "$VAL_BOUND" <<'EOF'
 import json, math, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
@@ -66,8 +67,9 @@ first, last = losses[0], sum(losses[-n_last:]) / n_last
 check(abs(first - math.log(256)) < 0.3, f"the first loss {first:.3f} is near ln(256) = {math.log(256):.3f}")
 check(last < loss_bound, f"the mean of the last {n_last} losses {last:.3f} is far below ln(256) (< {loss_bound})")
 check(len(vals) == 2 and vals[-1] < val_bound, f"validation losses {[round(v, 3) for v in vals]}, the last < {val_bound}")
-check(all(math.isfinite(r["grad_norm"]) and r["ms"] > 0 and r["tokens_per_s"] > 0 and r["lr"] > 0
-          for r in recs if "loss" in r), "every step record has a finite norm, a time, a throughput and an lr")
+check(all(math.isfinite(r["grad_norm"]) and r["ms"] > 0 and r["tokens_per_s"] > 0 and r["lr"] > 0 and "mfu" not in r
+          for r in recs if "loss" in r),
+      "every step record has a finite norm, a time, a throughput and an lr, and no MFU (the CPU has no peak)")
 check(len(samples) == 2 and all(s.startswith("ROMEO:") and len(s) > 60 for s in samples),
       f"two samples, each starting with the prompt; the last: {samples[-1][:80]!r}" if samples else "no samples")
 EOF

@@ -44,7 +44,7 @@ void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, i
     const int group = Hq / Hkv;
 #pragma omp parallel
     {
-        float *p = cpu_xmalloc((size_t)T * sizeof(float)); /* scores, then unnormalized probabilities */
+        float *p = cpu_scratch(cpu_attention_row_bytes((size_t)T)); /* scores, then unnormalized probabilities */
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < Hq; h++) {
@@ -70,7 +70,7 @@ void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, i
                     lse[((size_t)b * Hq + h) * T + i] = (float)(pmax + log(sum));
                 }
             }
-        free(p);
+        cpu_free(p);
     }
 }
 

@@ -16,10 +16,10 @@ void cpu_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, c
     /* dgamma is a sum over rows: each row block writes its own partial column sums (in double), which are then
      * added in block order, so the result does not depend on which thread ran which block. */
     const int n_blocks = (M + CPU_ROW_BLOCK - 1) / CPU_ROW_BLOCK;
-    double *partial = cpu_xmalloc((size_t)n_blocks * K * sizeof(double));
+    double *partial = cpu_scratch(cpu_block_sums_bytes((size_t)M, (size_t)K));
 #pragma omp parallel
     {
-        float *G = cpu_xmalloc((size_t)CPU_ROW_BLOCK * K * sizeof(float));
+        float *G = cpu_scratch(cpu_block_rows_bytes((size_t)K));
 #pragma omp for schedule(static)
         for (int b = 0; b < n_blocks; b++) {
             const int m0 = b * CPU_ROW_BLOCK, rows = cpu_min(CPU_ROW_BLOCK, M - m0);
@@ -38,12 +38,12 @@ void cpu_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, c
                 }
             }
         }
-        free(G);
+        cpu_free(G);
     }
     for (int b = 1; b < n_blocks; b++)
         for (int k = 0; k < K; k++) partial[k] += partial[(size_t)b * K + k];
     for (int k = 0; k < K; k++) dgamma[k] += (float)partial[k];
-    free(partial);
+    cpu_free(partial);
 }
 
 void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
@@ -52,7 +52,7 @@ void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z,
     float *dZf = dZ, *actf = act;
 #pragma omp parallel
     {
-        float *dact = cpu_xmalloc((size_t)CPU_ROW_BLOCK * F * sizeof(float));
+        float *dact = cpu_scratch(cpu_block_rows_bytes((size_t)F));
 #pragma omp for schedule(static)
         for (int m0 = 0; m0 < M; m0 += CPU_ROW_BLOCK) {
             const int rows = cpu_min(CPU_ROW_BLOCK, M - m0);
@@ -76,7 +76,7 @@ void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z,
                 c[m] = (float)zdz;
             }
         }
-        free(dact);
+        cpu_free(dact);
     }
 }
 
@@ -94,7 +94,7 @@ void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *d
      * itself, or with a column scale into scratch that is then scaled and added). */
 #pragma omp parallel
     {
-        float *part = col_scale ? cpu_xmalloc((size_t)CPU_ROW_BLOCK * K * sizeof(float)) : NULL;
+        float *part = col_scale ? cpu_scratch(cpu_block_rows_bytes((size_t)K)) : NULL;
 #pragma omp for schedule(static)
         for (int n0 = 0; n0 < N; n0 += CPU_ROW_BLOCK) {
             const int rows = cpu_min(CPU_ROW_BLOCK, N - n0);
@@ -108,7 +108,7 @@ void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *d
             for (int i = 0; i < rows; i++)
                 for (int k = 0; k < K; k++) out[(size_t)i * K + k] += part[(size_t)i * K + k] * col_scale[k];
         }
-        free(part);
+        cpu_free(part);
     }
     if (sq) *sq = cpu_sum_squares(dW, (size_t)N * K);
 }

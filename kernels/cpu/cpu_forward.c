@@ -112,7 +112,7 @@ static void lm_head_rows(const void *O, const void *W, const float *r, const int
                          float *loss, float *dZf, float *c, int M, int V, int K) {
 #pragma omp parallel
     {
-        float *logits = cpu_xmalloc((size_t)CPU_ROW_BLOCK * V * sizeof(float));
+        float *logits = cpu_scratch(cpu_block_rows_bytes((size_t)V));
 #pragma omp for schedule(static)
         for (int m0 = 0; m0 < M; m0 += CPU_ROW_BLOCK) {
             const int rows = cpu_min(CPU_ROW_BLOCK, M - m0);
@@ -125,7 +125,7 @@ static void lm_head_rows(const void *O, const void *W, const float *r, const int
                                             dZf ? c + m : NULL);
             }
         }
-        free(logits);
+        cpu_free(logits);
     }
 }
 
@@ -138,10 +138,10 @@ void cpu_lm_head_train(const void *O, const void *W, const float *r, const int32
                        const void *x, const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M,
                        int V, int K) {
     /* the whole [M, V] gradient at once: the CPU runs small configs */
-    float *dZ = cpu_xmalloc((size_t)M * V * sizeof(float)), *c = cpu_xmalloc((size_t)(M > 0 ? M : 1) * sizeof(float));
+    float *dZ = cpu_scratch(cpu_lm_grad_bytes((size_t)M, (size_t)V)), *c = cpu_scratch(cpu_lm_c_bytes((size_t)M));
     lm_head_rows(O, W, r, targets, dscale, loss, dZ, c, M, V, K);
     cpu_gemm_dw(dZ, O, NULL, dW, 1, NULL, M, V, K);
     cpu_gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, 0, M, V, K);
-    free(dZ);
-    free(c);
+    cpu_free(dZ);
+    cpu_free(c);
 }

@@ -5,14 +5,45 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"
+
 /* Output rows per task of a row-parallel op. The split depends only on the problem size, never on the thread count,
  * so every reduction over blocks runs in the same order with any OMP_NUM_THREADS. */
 #define CPU_ROW_BLOCK 16
 
 static inline int cpu_min(int a, int b) { return a < b ? a : b; }
 
-/* Host scratch memory: malloc that aborts with a message on failure. */
-void *cpu_xmalloc(size_t bytes);
+/* ---- memory (cpu_memory.c, cpu_workspace.c, cpu_available.c) ---- */
+
+/* Scratch of an op, counted with the backend's buffers and freed with cpu_free. An op has no error path: when the
+ * host has no more memory, this stops the program with a message and exit status 1. */
+void *cpu_scratch(size_t bytes);
+
+/* The scratch sizes of the ops, in bytes: the ops allocate with these, and cpu_workspace_bytes adds them up. */
+/* one thread's rows of a row block: CPU_ROW_BLOCK rows of cols floats */
+static inline size_t cpu_block_rows_bytes(size_t cols) { return size_mul(CPU_ROW_BLOCK * sizeof(float), cols); }
+/* gemm_norm_backward's dgamma partials: K doubles per block of CPU_ROW_BLOCK of the M rows */
+static inline size_t cpu_block_sums_bytes(size_t M, size_t K) {
+    return size_mul((M + CPU_ROW_BLOCK - 1) / CPU_ROW_BLOCK, size_mul(K, sizeof(double)));
+}
+/* lm_head_train's whole [M, V] gradient */
+static inline size_t cpu_lm_grad_bytes(size_t M, size_t V) { return size_mul(size_mul(M, V), sizeof(float)); }
+/* lm_head_train's c (at least one float) */
+static inline size_t cpu_lm_c_bytes(size_t M) { return size_mul(M > 0 ? M : 1, sizeof(float)); }
+/* sum_squares' partial sums of n values */
+size_t cpu_sum_squares_bytes(size_t n);
+/* attention_forward's scores of one query: T floats per thread */
+static inline size_t cpu_attention_row_bytes(size_t T) { return size_mul(T, sizeof(float)); }
+
+/* The most scratch the ops hold at once for a model of these shapes (kernels.h workspace_bytes). */
+size_t cpu_workspace_bytes(const KernelShapes *s);
+
+/* The host memory this process can still allocate: MemAvailable of proc_root/meminfo (sysconf where it is missing),
+ * lowered to the room left under the memory limit of the process's cgroup and each of its parents (cgroup v2 or
+ * v1, read under cgroup_root, page cache that can be reclaimed not counted as used); SIZE_MAX when nothing says.
+ * proc_root is "/proc" and cgroup_root "/sys/fs/cgroup" but for tests. */
+size_t cpu_host_available_bytes(const char *proc_root, const char *cgroup_root);
+size_t cpu_available_bytes(void);
 
 /* ---- GEMM core (cpu_gemm.c); all serial, callers parallelize over blocks of output rows ---- */
 
@@ -39,7 +70,7 @@ void cpu_rope_scale_row(const float *in, float *out, float scale, const float *c
 /* ---- the ops of kernels.h (one definition each, gathered into kernels_cpu by cpu_kernels.c) ---- */
 
 void *cpu_alloc(size_t bytes);
-void cpu_free(void *p);
+void cpu_free(void *p); /* cpu_alloc's buffers and cpu_scratch's */
 void cpu_memset_zero(void *p, size_t bytes);
 void cpu_copy(void *dst, const void *src, size_t bytes);
 void cpu_act_from_f32(void *dst_act, const float *host_src, size_t n);

@@ -5,6 +5,7 @@
 const Kernels kernels_cpu = {
     .name = "cpu",
     .act_bytes = sizeof(float),
+    .memory_name = "host memory",
 
     .alloc = cpu_alloc,
     .free = cpu_free,
@@ -34,5 +35,7 @@ const Kernels kernels_cpu = {
     .sum_squares = cpu_sum_squares,
     .adamw = cpu_adamw,
 
+    .workspace_bytes = cpu_workspace_bytes,
+    .available_bytes = cpu_available_bytes,
     .peak_bytes = cpu_peak_bytes,
 };

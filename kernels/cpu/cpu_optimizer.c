@@ -7,9 +7,11 @@
 /* Elements per partial sum of sum_squares: a fixed chunking, so the result is independent of the thread count. */
 #define SUMSQ_CHUNK 8192
 
+size_t cpu_sum_squares_bytes(size_t n) { return size_mul((n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, sizeof(double)); }
+
 double cpu_sum_squares(const float *g, size_t n) {
     const size_t n_chunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
-    double *partial = cpu_xmalloc(n_chunks * sizeof(double));
+    double *partial = cpu_scratch(cpu_sum_squares_bytes(n));
 #pragma omp parallel for schedule(static)
     for (size_t chunk = 0; chunk < n_chunks; chunk++) {
         const size_t lo = chunk * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
@@ -20,7 +22,7 @@ double cpu_sum_squares(const float *g, size_t n) {
     }
     double total = 0.0;
     for (size_t chunk = 0; chunk < n_chunks; chunk++) total += partial[chunk];
-    free(partial);
+    cpu_free(partial);
     return total;
 }
 

@@ -1,5 +1,5 @@
 /* cuda_common.cuh: what every CUDA file of the backend shares: checked calls (CUDA_CHECK / CUBLAS_CHECK /
- * LAUNCH_CHECK name the call, file and line and abort), bf16 vector loads and stores of 8 elements with a scalar
+ * LAUNCH_CHECK name the call, file and line and abort; out of memory, they exit with a message), bf16 vector loads and stores of 8 elements with a scalar
  * fallback for ragged or unaligned rows, warp and block reductions, and the internal declarations (cuda_internal). */
 #ifndef CUDA_COMMON_CUH
 #define CUDA_COMMON_CUH
@@ -11,19 +11,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/kernels.h"
+
 typedef __nv_bfloat16 bf16;
 
+/* A failed call: an internal error (a bug or a fault of the device; aborts) or, where the device or the host ran
+ * out of memory (the run's size, not a bug), a message saying what to lower and exit status 1 (bytes: the size asked
+ * for, or 0). */
 void cuda_fail(const char *what, const char *detail, const char *file, int line);
+void cuda_out_of_memory(const char *what, size_t bytes, const char *file, int line);
 
 #define CUDA_CHECK(call)                                                                      \
     do {                                                                                      \
         cudaError_t err_ = (call);                                                            \
+        if (err_ == cudaErrorMemoryAllocation) cuda_out_of_memory(#call, 0, __FILE__, __LINE__); \
         if (err_ != cudaSuccess) cuda_fail(#call, cudaGetErrorString(err_), __FILE__, __LINE__); \
     } while (0)
 
 #define CUBLAS_CHECK(call)                                                                        \
     do {                                                                                          \
         cublasStatus_t st_ = (call);                                                              \
+        if (st_ == CUBLAS_STATUS_ALLOC_FAILED) cuda_out_of_memory(#call, 0, __FILE__, __LINE__);  \
         if (st_ != CUBLAS_STATUS_SUCCESS) cuda_fail(#call, cublasGetStatusString(st_), __FILE__, __LINE__); \
     } while (0)
 
@@ -31,6 +39,7 @@ void cuda_fail(const char *what, const char *detail, const char *file, int line)
 #define LAUNCH_CHECK(name)                                                                    \
     do {                                                                                      \
         cudaError_t err_ = cudaGetLastError();                                                \
+        if (err_ == cudaErrorMemoryAllocation) cuda_out_of_memory("launch of " name, 0, __FILE__, __LINE__); \
         if (err_ != cudaSuccess) cuda_fail("launch of " name, cudaGetErrorString(err_), __FILE__, __LINE__); \
     } while (0)
 
@@ -153,12 +162,31 @@ __device__ __forceinline__ float block_max(float v, float *scratch) {
 
 /* ---------------------------------------------------------------- internal API (one definition each) */
 
-/* cuda_memory.cu: the cuBLAS handle, a tracked device allocator, and one growing workspace. */
+/* cuda_memory.cu: the cuBLAS handle, a tracked device allocator (out of memory, it exits with a message: the ops
+ * have no error path), and one growing workspace. */
 cublasHandle_t cuda_blas(void);
 void *cuda_dev_alloc(size_t bytes);
 void cuda_dev_free(void *p);
 /* Device scratch of at least `bytes`, valid until the next call (the stream orders its uses). Grows, never shrinks. */
 void *cuda_workspace(size_t bytes);
+
+/* The device memory the ops take, in bytes, for the memory preflight: each op asks with its function here, and
+ * cuda_workspace_plan.cu (fused/fused_workspace_plan.cu) adds them up for a model's shapes. Saturating. */
+size_t cuda_workspace_rounded(size_t bytes);  /* what cuda_workspace holds after a request of bytes */
+size_t cuda_blas_workspace_bytes(void);       /* cuBLAS's, held from its first GEMM on */
+size_t cuda_convert_workspace_bytes(void);    /* act_from_f32's and act_to_f32's staging */
+size_t cuda_norm_backward_workspace(size_t M, size_t K);        /* cuda_gemm_norm_backward */
+size_t cuda_dw_scaled_workspace(size_t M, size_t K);            /* cuda_gemm_dw with a column scale */
+size_t cuda_lm_head_loss_workspace(size_t M, size_t V);         /* cuda_lm_head_loss */
+size_t cuda_lm_head_grad_bytes(size_t M, size_t V);             /* cuda_lm_head_train's gradient and c, held */
+size_t cuda_rows_scatter_bytes(size_t M);                       /* cuda_rows_scatter_add's index, held */
+size_t cuda_sum_scratch_bytes(void);                            /* the sums' partials and total, held */
+/* the attention backward's; with_tail: the fused table's, with the RoPE backward's row partials */
+size_t cuda_attention_backward_workspace(size_t B, size_t T, size_t Hq, size_t Hkv, int with_tail);
+/* A table's workspace_bytes from its largest request `ask` and the buffers it holds besides (`held`), for models
+ * of M rows: adds the weight copies' staging (to the requests), the workspace's rounding and what both tables hold
+ * (the embedding backward's index, the sums' scratch). */
+size_t cuda_plan_total(size_t ask, size_t held, size_t M);
 
 /* cuda_gemm_cublas.cu: row-major GEMMs on bf16 operands with fp32 accumulation (kernels.h's conventions). */
 /* Y[M,N] (bf16, row stride ldy) = alpha * X[M,K] . W[N,K]^T + beta * Y. */

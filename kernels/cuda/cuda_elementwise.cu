@@ -186,12 +186,14 @@ __global__ void scale_cols_kernel(const bf16 *X, const float *s, bf16 *O, int K)
         O[m * K + k] = __float2bfloat16(__bfloat162float(X[m * K + k]) * s[k]);
 }
 
+size_t cuda_dw_scaled_workspace(size_t M, size_t K) { return size_mul(size_mul(M, K), sizeof(bf16)); }
+
 extern "C" void cuda_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate,
                              double *sq, int M, int N, int K) {
     if (!col_scale || M <= 0) {
         cuda_gemm_dw_f32(dY, X, dW, accumulate, M, N, K);
     } else { /* the unfused way: the scaled input in a pass, then cuBLAS */
-        bf16 *O = (bf16 *)cuda_workspace((size_t)M * K * sizeof(bf16));
+        bf16 *O = (bf16 *)cuda_workspace(cuda_dw_scaled_workspace(M, K));
         const int bx = cdiv(K, 256) < 64 ? cdiv(K, 256) : 64;
         scale_cols_kernel<<<dim3(bx, M), 256>>>((const bf16 *)X, col_scale, O, K);
         LAUNCH_CHECK("scale_cols_kernel");

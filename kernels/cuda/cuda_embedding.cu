@@ -31,6 +31,8 @@ __global__ void __launch_bounds__(EMBED_THREADS) embed_backward_kernel(const bf1
     }
 }
 
+size_t cuda_rows_scatter_bytes(size_t M) { return size_mul(size_add(size_mul(3, M), 1), sizeof(int32_t)); }
+
 void cuda_rows_scatter_add(const int32_t *tokens, const float *coef, const void *dx, float *dE, int M, int D, int V) {
     if (M <= 0) return;
     /* host and device index buffers, grown once to the largest M (and V) seen */
@@ -47,7 +49,7 @@ void cuda_rows_scatter_add(const int32_t *tokens, const float *coef, const void 
         h_idx = (int32_t *)malloc((size_t)(3 * cap_m + 1) * sizeof(int32_t));
         h_count = (int32_t *)malloc((size_t)(cap_v + 1) * sizeof(int32_t));
         if (!h_tok || !h_idx || !h_count) cuda_fail("malloc", "out of host memory", __FILE__, __LINE__);
-        d_idx = (int32_t *)cuda_dev_alloc((size_t)(3 * cap_m + 1) * sizeof(int32_t));
+        d_idx = (int32_t *)cuda_dev_alloc(cuda_rows_scatter_bytes(cap_m));
     }
     CUDA_CHECK(cudaMemcpy(h_tok, tokens, (size_t)M * sizeof(int32_t), cudaMemcpyDeviceToHost));
     /* stable counting sort: order[] lists the rows grouped by token, rows ascending inside a group */

@@ -8,6 +8,7 @@ extern "C" const Kernels kernels_cuda = {
     .name = "cuda",
     .detail = "fusion off (cuBLAS GEMMs + separate epilogue passes)",
     .act_bytes = 2,
+    .memory_name = "GPU memory",
 
     .alloc = cuda_alloc,
     .free = cuda_free,
@@ -37,5 +38,8 @@ extern "C" const Kernels kernels_cuda = {
     .sum_squares = cuda_sum_squares,
     .adamw = cuda_adamw,
 
+    .workspace_bytes = cuda_workspace_bytes,
+    .available_bytes = cuda_available_bytes,
     .peak_bytes = cuda_peak_bytes,
+    .device_name = cuda_device_name,
 };

@@ -61,9 +61,22 @@ __global__ void __launch_bounds__(CE_THREADS) cross_entropy_rows_kernel(bf16 *lo
     if (threadIdx.x == 0) c[i] = dot;
 }
 
+size_t cuda_lm_head_loss_workspace(size_t M, size_t V) {
+    return size_mul(size_mul(M < LM_CHUNK ? M : LM_CHUNK, V), sizeof(bf16));
+}
+
+/* lm_head_train's buffer: the [M, V] gradient (bf16, to a 256-byte boundary), then c [M]. */
+static size_t lm_grad_dz_bytes(size_t M, size_t V) {
+    return size_add(size_mul(size_mul(M, V), sizeof(bf16)), 255) / 256 * 256;
+}
+
+size_t cuda_lm_head_grad_bytes(size_t M, size_t V) {
+    return size_add(lm_grad_dz_bytes(M, V), size_mul(M, sizeof(float)));
+}
+
 static void lm_head_rows(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
                          float *loss, bf16 *dZ, float *c, int M, int V, int K) {
-    bf16 *scratch = dZ ? NULL : (bf16 *)cuda_workspace((size_t)(M < LM_CHUNK ? M : LM_CHUNK) * V * sizeof(bf16));
+    bf16 *scratch = dZ ? NULL : (bf16 *)cuda_workspace(cuda_lm_head_loss_workspace(M, V));
     for (int m0 = 0; m0 < M; m0 += LM_CHUNK) {
         const int rows = M - m0 < LM_CHUNK ? M - m0 : LM_CHUNK;
         bf16 *logits = dZ ? dZ + (size_t)m0 * V : scratch;
@@ -83,21 +96,20 @@ extern "C" void cuda_lm_head_train(const void *O, const void *W, const float *r,
                                    const void *x, const float *gamma, float *loss, float *dW, void *dres,
                                    float *dgamma, int M, int V, int K) {
     if (M <= 0) return;
-    /* the [M, V] gradient and c, held by the backend (grown to the largest M x V seen; counted in the peak) */
-    static bf16 *dZ;
-    static float *c;
+    /* the [M, V] gradient and c, held by the backend (grown to the largest seen; counted in the peak) */
+    static char *held;
     static size_t cap;
-    const size_t need = (size_t)M * V;
-    if (need > cap || !c) {
-        if (dZ) {
-            CUDA_CHECK(cudaDeviceSynchronize()); /* earlier kernels may still read the old buffers */
-            cuda_dev_free(dZ);
-            cuda_dev_free(c);
+    const size_t need = cuda_lm_head_grad_bytes(M, V);
+    if (need > cap) {
+        if (held) {
+            CUDA_CHECK(cudaDeviceSynchronize()); /* earlier kernels may still read the old buffer */
+            cuda_dev_free(held);
         }
-        dZ = (bf16 *)cuda_dev_alloc(need * sizeof(bf16));
-        c = (float *)cuda_dev_alloc((size_t)M * sizeof(float));
+        held = (char *)cuda_dev_alloc(need);
         cap = need;
     }
+    bf16 *dZ = (bf16 *)held;
+    float *c = (float *)(held + lm_grad_dz_bytes(M, V));
     lm_head_rows(O, W, r, targets, dscale, loss, dZ, c, M, V, K);
     cuda_gemm_dw(dZ, O, NULL, dW, 1, NULL, M, V, K);
     cuda_gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, 0, M, V, K);

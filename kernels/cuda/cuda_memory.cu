@@ -1,17 +1,31 @@
 /* cuda_memory.cu: device memory for the CUDA backend: checked-call failure reports, the cuBLAS handle, a tracked
  * allocator (current and peak bytes, so the program can print its peak), one growing workspace for the ops that
- * need scratch, copies, fp32 <-> bf16 conversions, and the is-there-a-GPU probe. Everything runs on the default
- * stream, which orders all work; copies to the host synchronize. */
+ * need scratch, copies, fp32 <-> bf16 conversions, the free device memory, the is-there-a-GPU probe and the device
+ * name. Everything runs on the default stream, which orders all work; copies to the host synchronize. */
 #include <string.h>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/kernels.h"
 
+static size_t bytes_live, bytes_peak;
+
 void cuda_fail(const char *what, const char *detail, const char *file, int line) {
     fprintf(stderr, "kernels_cuda: %s failed at %s:%d: %s\n", what, file, line, detail);
     fflush(stderr);
-    abort();
+    abort(); /* an internal error (a bug, or a fault of the device), never the user's input: the core dump helps */
+}
+
+void cuda_out_of_memory(const char *what, size_t bytes, const char *file, int line) {
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+    fprintf(stderr, "error: out of GPU memory: %s", what);
+    if (bytes) fprintf(stderr, " of %.2f GiB", bytes / 1073741824.0);
+    fprintf(stderr, " failed (%s:%d) with %.2f GiB held by the trainer and %.2f of %.2f GiB free on the device; lower "
+                    "batch_size or seq_len, or free the GPU of other processes\n",
+            file, line, bytes_live / 1073741824.0, free_b / 1073741824.0, total_b / 1073741824.0);
+    exit(1);
 }
 
 /* ---------------------------------------------------------------- tracked allocations */
@@ -22,23 +36,18 @@ static struct {
     void *p;
     size_t bytes;
 } alloc_table[ALLOC_SLOTS];
-static size_t bytes_live, bytes_peak;
 
 static size_t slot_of(const void *p) { return (size_t)(((uintptr_t)p >> 8) * 0x9E3779B97F4A7C15ull % ALLOC_SLOTS); }
 
-void *cuda_dev_alloc(size_t bytes) {
+/* cudaMalloc, tracked; NULL when the device has not the memory (any other failure is an internal error). */
+static void *try_dev_alloc(size_t bytes) {
     void *p = NULL;
-    cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
-    if (err != cudaSuccess) {
-        size_t free_b = 0, total_b = 0;
-        cudaMemGetInfo(&free_b, &total_b);
-        fprintf(stderr,
-                "kernels_cuda: cudaMalloc of %.2f GiB failed (%s); %.2f GiB allocated by the trainer, %.2f of %.2f GiB "
-                "free on the device\n",
-                bytes / 1073741824.0, cudaGetErrorString(err), bytes_live / 1073741824.0, free_b / 1073741824.0,
-                total_b / 1073741824.0);
-        abort();
+    const cudaError_t err = cudaMalloc(&p, bytes ? bytes : 1);
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError(); /* not sticky: clear it */
+        return NULL;
     }
+    CUDA_CHECK(err);
     size_t s = slot_of(p);
     for (int i = 0; i < ALLOC_SLOTS && alloc_table[s].p; i++) s = (s + 1) % ALLOC_SLOTS;
     if (alloc_table[s].p) cuda_fail("cuda_dev_alloc", "more than 4096 live allocations", __FILE__, __LINE__);
@@ -46,6 +55,12 @@ void *cuda_dev_alloc(size_t bytes) {
     alloc_table[s].bytes = bytes;
     bytes_live += bytes;
     if (bytes_live > bytes_peak) bytes_peak = bytes_live;
+    return p;
+}
+
+void *cuda_dev_alloc(size_t bytes) {
+    void *p = try_dev_alloc(bytes);
+    if (!p) cuda_out_of_memory("cudaMalloc", bytes, __FILE__, __LINE__);
     return p;
 }
 
@@ -72,9 +87,26 @@ void cuda_dev_free(void *p) {
 
 size_t cuda_peak_bytes(void) { return bytes_peak; }
 
+/* What the CUDA context and cuBLAS's handle take beyond the tracked buffers (test_gpu_memory measures it and checks
+ * it against this), kept out of what the preflight may plan for. */
+size_t cuda_untracked_reserve_bytes(void) { return (size_t)256 << 20; }
+
+size_t cuda_available_bytes(void) {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return free_b > cuda_untracked_reserve_bytes() ? free_b - cuda_untracked_reserve_bytes() : 0;
+}
+
 /* ---------------------------------------------------------------- cuBLAS handle and workspaces */
 
 #define CUBLAS_WORKSPACE_BYTES (32u << 20)
+#define WORKSPACE_GRAIN ((size_t)1 << 20)
+
+size_t cuda_blas_workspace_bytes(void) { return CUBLAS_WORKSPACE_BYTES; }
+
+size_t cuda_workspace_rounded(size_t bytes) {
+    return size_add(bytes, WORKSPACE_GRAIN - 1) / WORKSPACE_GRAIN * WORKSPACE_GRAIN;
+}
 
 cublasHandle_t cuda_blas(void) {
     static cublasHandle_t handle;
@@ -95,7 +127,7 @@ void *cuda_workspace(size_t bytes) {
             CUDA_CHECK(cudaDeviceSynchronize()); /* earlier kernels may still read the old one */
             cuda_dev_free(ws);
         }
-        ws_bytes = (bytes + (1u << 20) - 1) & ~(size_t)((1u << 20) - 1);
+        ws_bytes = cuda_workspace_rounded(bytes);
         ws = cuda_dev_alloc(ws_bytes);
     }
     return ws;
@@ -104,8 +136,8 @@ void *cuda_workspace(size_t bytes) {
 /* ---------------------------------------------------------------- the memory ops of kernels.h */
 
 void *cuda_alloc(size_t bytes) {
-    void *p = cuda_dev_alloc(bytes);
-    CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
+    void *p = try_dev_alloc(bytes);
+    if (p) CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
     return p;
 }
 
@@ -133,13 +165,16 @@ __global__ void bf16_to_f32_kernel(const bf16 *src, float *dst, size_t n) {
         dst[i] = __bfloat162float(src[i]);
 }
 
-/* Host fp32 -> device bf16 through an fp32 staging buffer in chunks (round to nearest even on the device). */
-#define CONVERT_CHUNK ((size_t)1 << 24)
+/* Host fp32 -> device bf16 through an fp32 staging buffer in chunks (round to nearest even on the device). The
+ * staging buffer is one whole chunk whatever n is, so that the workspace it takes is the one the estimate counts. */
+#define CONVERT_CHUNK ((size_t)1 << 20)
+
+size_t cuda_convert_workspace_bytes(void) { return CONVERT_CHUNK * sizeof(float); }
 
 void cuda_act_from_f32(void *dst_act, const float *host_src, size_t n) {
     for (size_t at = 0; at < n; at += CONVERT_CHUNK) {
         const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
-        float *stage = (float *)cuda_workspace(len * sizeof(float));
+        float *stage = (float *)cuda_workspace(cuda_convert_workspace_bytes());
         CUDA_CHECK(cudaMemcpy(stage, host_src + at, len * sizeof(float), cudaMemcpyHostToDevice));
         f32_to_bf16_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256>>>(
             stage, (bf16 *)dst_act + at, len);
@@ -150,7 +185,7 @@ void cuda_act_from_f32(void *dst_act, const float *host_src, size_t n) {
 void cuda_act_to_f32(float *host_dst, const void *src_act, size_t n) {
     for (size_t at = 0; at < n; at += CONVERT_CHUNK) {
         const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
-        float *stage = (float *)cuda_workspace(len * sizeof(float));
+        float *stage = (float *)cuda_workspace(cuda_convert_workspace_bytes());
         bf16_to_f32_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256>>>(
             (const bf16 *)src_act + at, stage, len);
         LAUNCH_CHECK("bf16_to_f32_kernel");
@@ -159,6 +194,18 @@ void cuda_act_to_f32(float *host_dst, const void *src_act, size_t n) {
 }
 
 void cuda_synchronize(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+const char *cuda_device_name(void) {
+    static char name[sizeof(((cudaDeviceProp *)0)->name)];
+    if (!name[0]) {
+        int device;
+        cudaDeviceProp prop;
+        CUDA_CHECK(cudaGetDevice(&device));
+        CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+        snprintf(name, sizeof(name), "%s", prop.name);
+    }
+    return name;
+}
 
 /* ---------------------------------------------------------------- is there a GPU */
 

@@ -116,13 +116,22 @@ void cuda_row_sum(const float *part, int nparts, int M, float *out) {
     LAUNCH_CHECK("row_sum_kernel");
 }
 
+/* The workspace: G [M, K] fp32 (256-byte aligned end), then the dgamma partials [n_blocks, K]. */
+static size_t norm_backward_g_bytes(size_t M, size_t K) {
+    return size_add(size_mul(size_mul(M, K), sizeof(float)), 255) / 256 * 256;
+}
+
+size_t cuda_norm_backward_workspace(size_t M, size_t K) {
+    return size_add(norm_backward_g_bytes(M, K), size_mul((M + NORM_BWD_ROWS - 1) / NORM_BWD_ROWS, K * sizeof(float)));
+}
+
 extern "C" void cuda_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r,
                                         const float *c, const void *x, void *dres, float *dgamma, int accumulate,
                                         int M, int N, int K) {
     if (M <= 0) return;
     const int n_blocks = cdiv(M, NORM_BWD_ROWS);
-    const size_t g_bytes = ((size_t)M * K * sizeof(float) + 255) / 256 * 256;
-    char *ws = (char *)cuda_workspace(g_bytes + (size_t)n_blocks * K * sizeof(float));
+    const size_t g_bytes = norm_backward_g_bytes(M, K);
+    char *ws = (char *)cuda_workspace(cuda_norm_backward_workspace(M, K));
     float *G = (float *)ws, *partial = (float *)(ws + g_bytes);
     cuda_gemm_dyw_f32(dZ, W, G, M, N, K);
     const bool vec = rows_vec_ok(G, K, 4) && rows_vec_ok(x, K, 2) && rows_vec_ok(dres, K, 2) &&

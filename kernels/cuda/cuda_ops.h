@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/kernels.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -19,7 +21,13 @@ void cuda_copy_to_host(void *host_dst, const void *src, size_t bytes);
 void cuda_act_from_f32(void *dst_act, const float *host_src, size_t n);
 void cuda_act_to_f32(float *host_dst, const void *src_act, size_t n);
 void cuda_synchronize(void);
+size_t cuda_available_bytes(void); /* the free device memory less cuda_untracked_reserve_bytes */
+size_t cuda_untracked_reserve_bytes(void);
 size_t cuda_peak_bytes(void);
+const char *cuda_device_name(void); /* the current device's name, read once */
+
+/* cuda_workspace_plan.cu */
+size_t cuda_workspace_bytes(const KernelShapes *s);
 
 /* cuda_norm.cu */
 void cuda_embed_norm(const int32_t *tokens, const void *E, const float *gamma, float eps, void *x, void *O, float *r,

@@ -38,14 +38,17 @@ __global__ void __launch_bounds__(SUMSQ_BLOCKS) sum_partials_kernel(const double
     if (threadIdx.x == 0) *out = s;
 }
 
-/* blocks partials (at most SUMSQ_BLOCKS) in a scratch of this file, then their sum into *dst. */
+size_t cuda_sum_scratch_bytes(void) { return (SUMSQ_BLOCKS + 1) * sizeof(double); /* sum_to's, cuda_sum_squares' */ }
+
+static double *sum_scratch; /* the partials of both sums below: one buffer, as cuda_sum_scratch_bytes counts it */
+
+/* blocks partials (at most SUMSQ_BLOCKS) in this file's scratch, then their sum into *dst. */
 template <bool SQUARE>
 static void sum_to(const float *g, size_t n, double *dst, int blocks) {
-    static double *partial;
-    if (!partial) partial = (double *)cuda_dev_alloc(SUMSQ_BLOCKS * sizeof(double));
-    sum_partial_kernel<SQUARE><<<blocks, SUMSQ_THREADS>>>(g, n, (uintptr_t)g % 16 == 0, partial);
+    if (!sum_scratch) sum_scratch = (double *)cuda_dev_alloc(SUMSQ_BLOCKS * sizeof(double));
+    sum_partial_kernel<SQUARE><<<blocks, SUMSQ_THREADS>>>(g, n, (uintptr_t)g % 16 == 0, sum_scratch);
     LAUNCH_CHECK("sum_partial_kernel");
-    sum_partials_kernel<<<1, SUMSQ_BLOCKS>>>(partial, blocks, dst);
+    sum_partials_kernel<<<1, SUMSQ_BLOCKS>>>(sum_scratch, blocks, dst);
     LAUNCH_CHECK("sum_partials_kernel");
 }
 

@@ -1,13 +1,8 @@
-# gpu_test_lib.sh: sourced by the GPU shell tests: run from the repository root, a temporary directory removed on
-# exit, pass/fail lines, the byte-level TinyShakespeare shards (made by `make data`) required, and $GPU_TINY: the
+# gpu_test_lib.sh: sourced by the GPU shell tests: what tests/shell_helpers.sh gives (the repository root, $TMP,
+# pass/fail lines), the byte-level TinyShakespeare shards (made by `make data`) required, and $GPU_TINY: the
 # tiny config (a CPU config: its head dim 32 is not one the CUDA attention takes) widened to D = 256, so 4 query
 # heads / 2 KV heads of 64.
-set -u
-cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-pass() { echo "PASS $*"; }
-fail() { echo "FAIL $*"; }
+source "$(dirname "${BASH_SOURCE[0]}")/../shell_helpers.sh"
 if [ ! -f data/tinyshakespeare_byte/train_000000.bin ]; then
     fail "no data/tinyshakespeare_byte (run make data first)"
     exit 1

@@ -10,8 +10,12 @@
 # - fusion on and off agree with each other within 1e-3 over the first 20 steps (two bf16 roundings of one step);
 # - the two fused runs give bitwise identical losses and gradient norms (every GPU op is deterministic);
 # - --device auto picks the GPU, says which path runs, and prints the peak memory;
+# - the MFU (an H100 or H200) is in every progress line and step record, and none on the CPU;
 # - a head-dim-128 variant agrees with the CPU over 20 steps; the tiny config itself (head dim 32, which the CUDA
-#   attention does not take) is a clear error with --device cuda and trains on the CPU with --device auto.
+#   attention does not take) is a clear error with --device cuda and trains on the CPU with --device auto;
+# - the memory preflight: each path prints what it needs of the GPU's memory, and its peak is that estimate; a model
+#   too large for the GPU (hidden_size 4096, 32/8 heads, vocab_size 2^24) and a batch too large (2^20 x 256) stop
+#   with exit status 1 and a sentence saying what to lower, before a run directory is written.
 source "$(dirname "$0")/gpu_test_lib.sh"
 common=(-c "$GPU_TINY" -n 50 --eval-every 0 --sample-every 0)
 ./train "${common[@]}" -d cpu -o "$TMP/cpu" >"$TMP/cpu.out" 2>&1 || { fail "cpu run: $(tail -3 "$TMP/cpu.out")"; exit 1; }
@@ -25,6 +29,52 @@ if grep -q "^backend: cuda, fusion on" "$TMP/gpu1.out" && grep -q "^backend: cud
 else
     fail "--device auto / --fusion: $(grep -E '^(backend|peak)' "$TMP/gpu1.out" "$TMP/off.out")"
 fi
+for run in gpu1 off; do
+    need=$(sed -n 's/^memory: \([0-9.]* [MG]iB\) needed .*/\1/p' "$TMP/$run.out")
+    if grep -qE '^memory: [0-9.]+ [MG]iB needed \(params [0-9.]+, grads [0-9.]+, adam [0-9.]+, activations [0-9.]+, workspace [0-9.]+\), [0-9.]+ GiB of GPU memory available$' "$TMP/$run.out" &&
+       [ -n "$need" ] && [ "$(sed -n 's/^peak cuda memory: //p' "$TMP/$run.out")" = "$need" ]; then
+        pass "$run: the memory line, and the peak is the estimate ($(grep '^memory:' "$TMP/$run.out"); $(grep '^peak' "$TMP/$run.out"))"
+    else
+        fail "$run: memory line: $(grep -E '^(memory|peak)' "$TMP/$run.out")"
+    fi
+done
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1])); c.update(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, vocab_size=16777216); json.dump(c, open(sys.argv[2], "w"))' "$GPU_TINY" "$TMP/huge.json"
+for fusion in on off; do
+    for what in model batch; do
+        if [ $what = model ]; then args=(-c "$TMP/huge.json"); want="the model alone .* takes [0-9.]+ GiB: use a smaller model"
+        else args=(-c "$GPU_TINY" -b 1048576 -t 256); want="lower batch_size \(-b, now 1048576\) or seq_len \(-t, now 256\)"; fi
+        ./train "${args[@]}" -d cuda --fusion $fusion -n 2 -o "$TMP/huge_${what}_$fusion" >"$TMP/huge.out" 2>&1
+        rc=$?
+        if [ $rc -eq 1 ] && grep -qE "not enough GPU memory: this run needs [0-9.]+ GiB and [0-9.]+ GiB is available.*$want" "$TMP/huge.out" &&
+           [ ! -e "$TMP/huge_${what}_$fusion" ]; then
+            pass "a $what too large for the GPU, fusion $fusion: exit 1, no run directory: $(grep -m1 '^error' "$TMP/huge.out")"
+        else
+            fail "a $what too large for the GPU, fusion $fusion: exit $rc, $(tail -3 "$TMP/huge.out")"
+        fi
+    done
+done
+# MFU: on an H100 or H200 (a peak model/flops.c knows) every GPU step record has an mfu in (0, 1) that is its
+# tokens/s x the FLOPs per token / the peak that the run printed, and every progress line shows it; on another GPU
+# the run says why there is none; the CPU run has none.
+python3 - "$TMP/gpu1.out" "$TMP/gpu1/log.jsonl" "$TMP/cpu.out" "$TMP/cpu/log.jsonl" <<'PY'
+import json, re, sys
+out, log, cpu_out, cpu_log = (open(p).read() for p in sys.argv[1:])
+recs = [json.loads(l) for l in log.splitlines() if '"loss"' in l]
+cpu_none = "MFU" not in cpu_out and '"mfu"' not in cpu_log
+m = re.search(r"^MFU: ([0-9.e+]+) GFLOP per token against the ([0-9.]+) TFLOP/s bf16 peak of the (.+)$", out, re.M)
+if m:
+    flops, peak = float(m.group(1)) * 1e9, float(m.group(2)) * 1e12
+    worst = max(abs(r["mfu"] - r["tokens_per_s"] * flops / peak) / r["mfu"] for r in recs) if all(
+        "mfu" in r for r in recs) else float("inf")
+    lines = [l for l in out.splitlines() if l.startswith("step ") and "tok/s" in l]
+    ok = len(recs) == 50 and worst < 1e-2 and all(0 < r["mfu"] < 1 for r in recs) and all("| MFU " in l for l in lines)
+    print(("PASS" if ok and cpu_none else "FAIL") + f" MFU on the {m.group(3)}: every step logged and printed, "
+          f"tokens/s x FLOPs per token / peak within {worst:.1e}, last {recs[-1].get('mfu')}; none on the CPU")
+else:
+    m = re.search(r"^MFU: not shown .*$", out, re.M)
+    ok = m is not None and all("mfu" not in r for r in recs) and cpu_none
+    print(("PASS" if ok else "FAIL") + f" a GPU without a known peak shows no MFU ({m.group(0) if m else 'no MFU line'})")
+PY
 python3 - "$TMP/cpu/log.jsonl" "$TMP/gpu1/log.jsonl" "$TMP/gpu2/log.jsonl" "$TMP/off/log.jsonl" <<'PY'
 import json, sys
 def steps(path):
@@ -80,7 +130,7 @@ elif grep -q "head_dim 64 or 128; this model's is 32" "$TMP/cuda32.out" && [ ! -
 else
     fail "head dim 32 with --device cuda: $(tail -3 "$TMP/cuda32.out")"
 fi
-if ./train "${hd32[@]}" -d auto -o "$TMP/auto32" >"$TMP/auto32.out" 2>&1 && grep -q "training on the CPU" "$TMP/auto32.out" &&
+if ./train "${hd32[@]}" -d auto -o "$TMP/auto32" >"$TMP/auto32.out" 2>&1 && grep -q "running on the CPU" "$TMP/auto32.out" &&
    grep -q "^backend: cpu" "$TMP/auto32.out"; then
     pass "head dim 32 with --device auto: trains on the CPU and says why"
 else

@@ -2,9 +2,10 @@
  * "Attention"), deterministic: every output element is written once by one thread, no atomics. With
  * P = exp(S scale - lse) recomputed and D_q = <dy_q, y_q>:
  *   dV_k = sum_q P_qk dy_q,   dK_k = scale sum_q dS_qk q_q,   dQ_q = scale sum_k dS_qk k_k,   dS = P (dy.v - D_q).
- * Three kernels:
+ * Two kernels:
  *   prep: per (sequence, query head) rows of L = lse log2(e) and D, padded to a whole number of 128-row tiles
- *     (L = +inf, so P = 0, and D = 0 past T), which the other two read from global memory (L2);
+ *     (L = +inf, so P = 0, and D = 0 past T), which the CTAs of the second read from global memory (L2);
+ *   one grid of dK/dV CTAs, then dQ CTAs (attn_bwd_kernel):
  *   dK/dV: one CTA per (128-key block, KV head, sequence), 64 keys per consumer warpgroup, K and V resident; it
  *     loops over the group's query heads and the query blocks (128 queries at head dim 64, 64 at 128) at or after
  *     its keys (a producer thread streams Q and dy blocks by TMA), computing S^T = K Q^T and dP^T = V dy^T
@@ -27,7 +28,8 @@ struct AttnBwdParams {
     CUtensorMap dy[2];  /* [B][T][Hq hd], the same boxes */
     CUtensorMap dqkv;   /* [B][T][(Hq + 2 Hkv) hd], box 64 x 64 (stores) */
     const float *L, *D; /* [B Hq][Tpad] */
-    int T, Tpad, Hq, Hkv;
+    int B, T, Tpad, Hq, Hkv;
+    int n_dkdv, n_qt; /* dK/dV CTAs (the grid's first), query tiles */
     float scale, scale_log2;
     AttnTail tail;
 };
@@ -72,16 +74,14 @@ struct AttnDkdvShape {
     static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
 };
 
+/* The dK/dV CTA of key block kb of KV head kv of sequence b. */
 template <int HD>
-__global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dkdv_kernel(const __grid_constant__ AttnBwdParams p) {
+__device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *smem, int kv, int b, int kb) {
     using L = AttnDkdvShape<HD>;
     constexpr int S = L::kStages, BK = L::BK, BQ = L::BQ;
-    extern __shared__ uint8_t attn_smem_raw[];
-    uint8_t *smem = attn_smem_base(attn_smem_raw);
     uint8_t *sK = smem, *sV = smem + L::oV;
     uint64_t *kv_full = reinterpret_cast<uint64_t *>(smem + L::oBar), *full = kv_full + 1, *empty = full + S;
-    /* KV heads fastest, then sequences, then key blocks from the first (the most query blocks after it) on */
-    const int kv = blockIdx.x, b = blockIdx.y, kb = blockIdx.z, group = p.Hq / p.Hkv;
+    const int group = p.Hq / p.Hkv;
     const int q_first = kb * BK / BQ, nq = (p.T + BQ - 1) / BQ - q_first, n_it = group * nq;
 
     attn_init_barriers(kv_full, 1 + S, S); /* kv_full, full; empty */
@@ -182,16 +182,14 @@ struct AttnDqShape {
     static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
 };
 
+/* The dQ CTA of query tile qt of query head h of sequence b. */
 template <int HD>
-__global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dq_kernel(const __grid_constant__ AttnBwdParams p) {
+__device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *smem, int h, int b, int qt) {
     using L = AttnDqShape<HD>;
     constexpr int S = L::kStages, BM = L::BM, BN = L::BN;
-    extern __shared__ uint8_t attn_smem_raw[];
-    uint8_t *smem = attn_smem_base(attn_smem_raw);
     uint8_t *sQ = smem, *sdy = smem + L::odY;
     uint64_t *q_full = reinterpret_cast<uint64_t *>(smem + L::oBar), *full = q_full + 1, *empty = full + S;
-    /* heads fastest, then sequences, then query tiles from the last (the most key blocks before it) down */
-    const int h = blockIdx.x, b = blockIdx.y, qt = gridDim.z - 1 - blockIdx.z, kv = h / (p.Hq / p.Hkv);
+    const int kv = h / (p.Hq / p.Hkv);
     const int nk_causal = (qt + 1) * BM / BN, nk_seq = (p.T + BN - 1) / BN;
     const int n_blocks = nk_causal < nk_seq ? nk_causal : nk_seq;
 
@@ -271,6 +269,20 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_dq_kernel(const __grid_c
     }
 }
 
+/* ---------------------------------------------------------------- one grid for both */
+
+/* The dK/dV CTAs (KV heads fastest, then sequences, then key blocks from the first, with the most query blocks
+ * after it, on), then the dQ CTAs (query heads fastest, then sequences, then query tiles from the last, with the
+ * most key blocks before it, down): one launch, so the short dQ CTAs fill the SMs that the dK/dV CTAs' tail leaves. */
+template <int HD>
+__global__ void __launch_bounds__(ATTN_THREADS, 1) attn_bwd_kernel(const __grid_constant__ AttnBwdParams p) {
+    extern __shared__ uint8_t attn_smem_raw[];
+    uint8_t *smem = attn_smem_base(attn_smem_raw);
+    const int i = blockIdx.x, j = i - p.n_dkdv;
+    if (j < 0) attn_dkdv_cta<HD>(p, smem, i % p.Hkv, i / p.Hkv % p.B, i / (p.Hkv * p.B));
+    else attn_dq_cta<HD>(p, smem, j % p.Hq, j / p.Hq % p.B, p.n_qt - 1 - j / (p.Hq * p.B));
+}
+
 /* ---------------------------------------------------------------- launch */
 
 template <int HD>
@@ -288,6 +300,7 @@ static void launch_bwd(const void *qkv, const void *y, const float *lse, const v
     p.dqkv = ge_tensor_map_batched("attention_backward: dqkv", dqkv, ld, T, ld, B, 64, 64);
     p.L = Lb;
     p.D = Db;
+    p.B = B;
     p.T = T;
     p.Tpad = Tpad;
     p.Hq = Hq;
@@ -302,16 +315,22 @@ static void launch_bwd(const void *qkv, const void *y, const float *lse, const v
     LAUNCH_CHECK("attn_bwd_prep_kernel");
 
     using K = AttnDkdvShape<HD>;
-    static bool dkdv_smem;
-    attn_set_smem(attn_dkdv_kernel<HD>, K::kSmem, dkdv_smem);
-    attn_dkdv_kernel<HD><<<dim3(Hkv, B, cdiv(T, K::BK)), ATTN_THREADS, K::kSmem>>>(p);
-    LAUNCH_CHECK("attn_dkdv_kernel");
-
     using Q = AttnDqShape<HD>;
-    static bool dq_smem;
-    attn_set_smem(attn_dq_kernel<HD>, Q::kSmem, dq_smem);
-    attn_dq_kernel<HD><<<dim3(Hq, B, cdiv(T, Q::BM)), ATTN_THREADS, Q::kSmem>>>(p);
-    LAUNCH_CHECK("attn_dq_kernel");
+    const int smem = K::kSmem > Q::kSmem ? K::kSmem : Q::kSmem;
+    p.n_dkdv = Hkv * B * cdiv(T, K::BK);
+    p.n_qt = cdiv(T, Q::BM);
+    const long n_ctas = p.n_dkdv + (long)Hq * B * p.n_qt;
+    static bool smem_set;
+    attn_set_smem(attn_bwd_kernel<HD>, smem, smem_set);
+    attn_bwd_kernel<HD><<<n_ctas, ATTN_THREADS, smem>>>(p);
+    LAUNCH_CHECK("attn_bwd_kernel");
+}
+
+/* The workspace: L and D [B, Hq, Tpad] each, then with the tail the rows' partials of c [M, Hq + 2 Hkv]. */
+size_t cuda_attention_backward_workspace(size_t B, size_t T, size_t Hq, size_t Hkv, int with_tail) {
+    const size_t n_ld = size_mul(size_mul(B, Hq), (T + ATTN_PAD - 1) / ATTN_PAD * ATTN_PAD);
+    const size_t tail = with_tail ? size_mul(size_mul(B, T), Hq + 2 * Hkv) : 0;
+    return size_mul(size_add(size_mul(2, n_ld), tail), sizeof(float));
 }
 
 /* The kernels, with the tail in their stores when r is set (then c gets the rows' sums of the partials). */
@@ -321,7 +340,7 @@ static void attention_backward(const void *qkv, const void *y, const float *lse,
     if (B <= 0 || T <= 0) return;
     const int M = B * T, nslots = Hq + 2 * Hkv;
     const size_t n_ld = (size_t)B * Hq * (cdiv(T, ATTN_PAD) * ATTN_PAD);
-    float *ws = (float *)cuda_workspace((2 * n_ld + (r ? (size_t)M * nslots : 0)) * sizeof(float));
+    float *ws = (float *)cuda_workspace(cuda_attention_backward_workspace(B, T, Hq, Hkv, r != NULL));
     const AttnTail tail = {r, rope_cos, rope_sin, r ? ws + 2 * n_ld : NULL, nslots};
     if (hd == 64) launch_bwd<64>(qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
     else if (hd == 128) launch_bwd<128>(qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);

@@ -2,7 +2,8 @@
  * "Attention"). One CTA per (128-query tile, query head, sequence): a producer warpgroup whose one thread loads the
  * query tile once and the tile's K and V blocks of 128 keys by TMA into a ring of stages; two consumer warpgroups,
  * 64 queries each, computing S = Q K^T on wgmma from shared memory, the online softmax (base 2) in registers, and
- * O += P V with P as the register A operand, V read MN-major from the same tile the load wrote. Only the diagonal
+ * O += P V with P as the register A operand, V read MN-major from the same tile the load wrote. The consumers take
+ * turns at the tensor cores (ping-pong), and each runs a block's softmax while its previous block's P V completes. Only the diagonal
  * key block is masked; blocks after it are never loaded. The output goes through the consumer's own query rows in
  * shared memory to one TMA store; lse (natural log) is kept for the backward. K/V are read in place for every query
  * head of their group. */
@@ -81,53 +82,71 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* running max (scaled, base 2) and partial sum */
     mbar_wait(q_full, 0);
 
+    /* The consumers take turns issuing their matmuls (named barriers 3 and 4): turn j issues block j's S and block
+     * j-1's P V, then lets the other consumer issue its own while this one runs block j's softmax, which needs S
+     * only: P V completes meanwhile, before the output's rescale. */
+    uint32_t pa[BN / 4];
+    if (c == 1) named_bar_arrive(3, 256); /* consumer 0 goes first */
     for (int j = 0; j < n_blocks; j++) {
-        const int s = j % S;
-        const uint32_t ph = (j / S) & 1;
+        const int s = j % S, sp = (j + S - 1) % S;
+        const uint32_t ph = (j / S) & 1, php = ((j - 1) / S) & 1; /* php: j > 0 only */
         float sc[BN / 2];
+        named_bar_sync(3 + c, 256);
         mbar_wait(&k_full[s], ph);
         wgmma_fence();
         attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK + s * L::KV::kBytes);
         wgmma_commit();
-        attn_wgmma_wait<BN / 2>(sc);
+        if (j > 0) {
+            mbar_wait(&v_full[sp], php);
+            wgmma_fence();
+            attn_mma_pv<HD, BN>(o, pa, sV + sp * L::KV::kBytes, true);
+        }
+        wgmma_commit(); /* at j = 0 an empty group: the waits below count the same on every path */
+        named_bar_arrive(4 - c, 256);
+        wgmma_wait<1>();
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
         if (lane == 0) mbar_arrive(&k_empty[s]);
 
         /* online softmax: every row has an unmasked key in block 0, so the maxima are finite */
         const bool diagonal = j == qt;
-        float mx[2] = {m[0], m[1]};
+        float mx[2] = {-INFINITY, -INFINITY}; /* of the unscaled scores (the scale is positive) */
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) {
             const int hh = attn_frag_half(i);
-            float x = sc[i] * p.scale_log2;
-            if (diagonal && j * BN + attn_frag_col(i, lane) > q[hh]) x = -INFINITY;
-            sc[i] = x;
-            mx[hh] = fmaxf(mx[hh], x);
+            if (diagonal && j * BN + attn_frag_col(i, lane) > q[hh]) sc[i] = -INFINITY;
+            mx[hh] = fmaxf(mx[hh], sc[i]);
         }
         float alpha[2];
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
-            mx[hh] = attn_quad_max(mx[hh]);
-            alpha[hh] = attn_exp2(m[hh] - mx[hh]);
-            m[hh] = mx[hh];
+            const float mnew = fmaxf(m[hh], attn_quad_max(mx[hh]) * p.scale_log2);
+            alpha[hh] = attn_exp2(m[hh] - mnew);
+            m[hh] = mnew;
             l[hh] *= alpha[hh];
         }
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) {
             const int hh = attn_frag_half(i);
-            sc[i] = attn_exp2(sc[i] - m[hh]);
+            sc[i] = attn_exp2(fmaf(sc[i], p.scale_log2, -m[hh]));
             l[hh] += sc[i];
         }
+        attn_wgmma_wait<HD / 2>(o);
+        if (j > 0 && lane == 0) mbar_arrive(&v_empty[sp]);
 #pragma unroll
         for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
-        uint32_t pa[BN / 4];
         attn_pack<BN>(sc, pa);
-
-        mbar_wait(&v_full[s], ph);
+    }
+    { /* the last block's P V, in one more turn */
+        const int sp = (n_blocks - 1) % S;
+        named_bar_sync(3 + c, 256);
+        mbar_wait(&v_full[sp], ((n_blocks - 1) / S) & 1);
         wgmma_fence();
-        attn_mma_pv<HD, BN>(o, pa, sV + s * L::KV::kBytes, true);
+        attn_mma_pv<HD, BN>(o, pa, sV + sp * L::KV::kBytes, true);
         wgmma_commit();
+        if (c == 0) named_bar_arrive(4, 256);
         attn_wgmma_wait<HD / 2>(o);
-        if (lane == 0) mbar_arrive(&v_empty[s]);
+        if (lane == 0) mbar_arrive(&v_empty[sp]);
     }
 
     float inv[2];

@@ -11,14 +11,21 @@ extern "C" int fused_shape_ok(int D, int F, int n_qkv, int n_q, int hd) {
     return D % 8 == 0 && F % 8 == 0 && n_qkv % 8 == 0 && n_q % 8 == 0 && hd > 0 && (hd & (hd - 1)) == 0;
 }
 
+static bool residual_norm_fused(int N, int K) { return N % 8 == 0 && K % 8 == 0; }
+
+/* the row partials of r; the unfused op takes no workspace */
+size_t cudaf_residual_norm_workspace(size_t M, int N, int K) {
+    return residual_norm_fused(N, K) ? size_mul(size_mul(M, ge_row_parts(N)), sizeof(float)) : 0;
+}
+
 extern "C" void cudaf_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps,
                                          void *h, void *O, float *r, int M, int N, int K) {
     if (M <= 0) return;
-    if (N % 8 || K % 8) {
+    if (!residual_norm_fused(N, K)) {
         cuda_gemm_residual_norm(A, W, res, gamma, eps, h, O, r, M, N, K);
         return;
     }
-    float *part = (float *)cuda_workspace((size_t)M * ge_row_parts(N) * sizeof(float));
+    float *part = (float *)cuda_workspace(cudaf_residual_norm_workspace(M, N, K));
     ge_gemm_res_norm(A, W, res, gamma, h, O, part, M, N, K, GE_SCHED_AUTO, 0);
     ge_rms_finish(part, M, N, eps, r, 0);
 }

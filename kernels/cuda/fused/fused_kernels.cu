@@ -22,6 +22,7 @@ static Kernels fused_table(void) {
     k.gemm_dx = cudaf_gemm_dx;
     k.gemm_dw = cudaf_gemm_dw;
     k.attention_backward = cudaf_attention_backward;
+    k.workspace_bytes = cudaf_workspace_bytes;
     return k;
 }
 

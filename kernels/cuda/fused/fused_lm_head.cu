@@ -140,6 +140,25 @@ static size_t lm_scratch(char *base, LmScratch *sc, int C, long ldE, int nparts,
     return total;
 }
 
+/* Training's E row stride (rows padded for TMA) and its rows per chunk: LM_CHUNK_BYTES of E, at least one tile. */
+static long lm_ldE(int V) { return (V + 7) / 8 * 8; }
+static int lm_chunk_rows(int M, long ldE) {
+    const long rows = (long)(LM_CHUNK_BYTES / ((size_t)ldE * sizeof(bf16))) / GE_BM * GE_BM;
+    return (int)(rows < GE_BM ? GE_BM : rows < M ? rows : M);
+}
+
+size_t cudaf_lm_head_workspace(int M, int V, int K, int train, size_t *held) {
+    *held = 0;
+    LmScratch sc = {};
+    if (K % 8 && train) { /* the unfused op's: its gradient held, the norm backward's workspace */
+        *held = cuda_lm_head_grad_bytes(M, V);
+        return cuda_norm_backward_workspace(M, K);
+    }
+    if (K % 8) return cuda_lm_head_loss_workspace(M, V);
+    if (!train) return lm_scratch(NULL, &sc, M, 0, ge_row_parts(V), K, false);
+    return lm_scratch(NULL, &sc, lm_chunk_rows(M, lm_ldE(V)), lm_ldE(V), ge_row_parts(V), K, true);
+}
+
 static long repasses;
 extern "C" long fused_lm_head_repasses(void) { return repasses; }
 
@@ -200,10 +219,9 @@ extern "C" void cudaf_lm_head_train(const void *O, const void *W, const float *r
         cuda_lm_head_train(O, W, r, targets, dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
         return;
     }
-    const long ldE = (V + 7) / 8 * 8; /* E's rows padded for TMA */
+    const long ldE = lm_ldE(V);
     const int nparts = ge_row_parts(V);
-    long rows = (long)(LM_CHUNK_BYTES / ((size_t)ldE * sizeof(bf16))) / GE_BM * GE_BM;
-    const int C = (int)(rows < GE_BM ? GE_BM : rows < M ? rows : M);
+    const int C = lm_chunk_rows(M, ldE);
     LmScratch sc = {};
     char *ws = (char *)cuda_workspace(lm_scratch(NULL, &sc, C, ldE, nparts, K, true));
     lm_scratch(ws, &sc, C, ldE, nparts, K, true);

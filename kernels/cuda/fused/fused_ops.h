@@ -6,7 +6,10 @@
 #ifndef FUSED_OPS_H
 #define FUSED_OPS_H
 
+#include <stddef.h>
 #include <stdint.h>
+
+#include "kernels/kernels.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -14,6 +17,17 @@ extern "C" {
 
 /* 1 if every op of a model with these dimensions runs its fused program (D, F, the QKV width, V any), else 0. */
 int fused_shape_ok(int D, int F, int n_qkv, int n_q, int hd);
+
+/* fused_workspace_plan.cu: the fused table's workspace_bytes */
+size_t cudaf_workspace_bytes(const KernelShapes *s);
+/* The workspace each op asks of cuda_workspace, in bytes (the unfused op's where the shape falls back to it), for
+ * cudaf_workspace_bytes. dw: scaled (a column scale), sq_written (overwriting dW with its sum of squares). The LM
+ * head's also says what it holds beyond the workspace (*held: the unfused op's gradient). */
+size_t cudaf_residual_norm_workspace(size_t M, int N, int K);
+size_t cudaf_norm_backward_workspace(size_t M, int N, int K);
+size_t cudaf_swiglu_backward_workspace(size_t M, int D, int F);
+size_t cudaf_dw_workspace(size_t M, int N, int K, int scaled, int sq_written);
+size_t cudaf_lm_head_workspace(int M, int V, int K, int train, size_t *held);
 
 /* fused_forward.cu */
 void cudaf_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps, void *h,

@@ -99,14 +99,12 @@ static double wave_fill(int M, int N, int bn) {
 
 /* The schedules (gemm.h's ge_pick). Plain GEMMs: cooperative 128 x 256, unless its tiles fill the waves clearly
  * worse than ping-pong's 128 x 128 ones (the QKV weight gradient, 3072 x 2048: 192 tiles for 132 SMs, 73%
- * against 97%). The larger tile moves fewer shared-memory and L2 bytes per flop; on an H100, which runs these
- * GEMMs at its 700 W power cap, that decided it: geomean 0.977x cuBLAS cooperative against 0.884x ping-pong over
- * the 16 training shapes. Fused programs: the same rule. Ping-pong overlaps one consumer's epilogue with the
- * other's main loop, but on the H100 the row-scaled GEMM measured 1.17-1.32x a bare GEMM on ping-pong against
- * 0.97-1.03x cooperative (16384 rows, D = 2048-8192; RESULTS.md section 5). K_res (residual): ping-pong below
- * M N K = 2^39 (its residual tile loads by TMA before the main loop; 1.21x against 1.32x cooperative at
- * D = 2048), cooperative 128 x 256 above (1.04x against 1.08x at D = 8192). Cooperative-only programs: 128 x 256
- * or 128 x 128 by the wave rule. */
+ * against 97%). The larger tile moves fewer shared-memory and L2 bytes per flop, which decides it on a GPU that runs
+ * these GEMMs at its power cap. Fused programs: the same rule; ping-pong overlaps one consumer's epilogue with the
+ * other's main loop, but the row-scaled GEMM measured slower on it. K_res (residual): ping-pong below
+ * M N K = 2^39 (its residual tile loads by TMA before the main loop), cooperative 128 x 256 above. The
+ * measurements: docs/DESIGN.md, "Why the engine is shaped this way", and RESULTS.md section 5. Cooperative-only
+ * programs: 128 x 256 or 128 x 128 by the wave rule. */
 extern "C" ge_sched ge_pick(ge_kind kind, int M, int N, int K) {
     const bool wide = wave_fill(M, N, 256) >= wave_fill(M, N, 128) - 0.05;
     switch (kind) {

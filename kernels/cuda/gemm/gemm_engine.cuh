@@ -18,12 +18,12 @@
  *   700 W power cap, so work per joule decides, and the cooperative 128 x 256 tile moves fewer shared-memory
  *   and L2 bytes per flop (at full tensor rate about 80 + 48 B/clk of wgmma reads and TMA writes per SM,
  *   against 96 + 64 for 128 x 128 tiles). So the plain GEMMs run cooperative 128 x 256 unless its tiles fill
- *   the waves clearly worse; the fused programs run ping-pong, whose overlapped epilogue wins for products up
- *   to M N K = 2^39, and cooperative above (K_res brings its residual through shared memory with GeTileInTma
- *   on either); programs with column partials (or whose input staging only fits one row block) run
- *   cooperative. For the overlap to hold, an epilogue must take less time than a
+ *   the waves clearly worse, and so do the fused programs; K_res runs ping-pong, whose overlapped epilogue
+ *   wins for products up to M N K = 2^39, and cooperative above (bringing its residual through shared memory
+ *   with GeTileInTma on either); programs with column partials (or whose input staging only fits one row
+ *   block) run cooperative. For the overlap to hold, an epilogue must take less time than a
  *   main loop, and an epilogue runs once per tile, its instructions fetched afresh each time: a large one is
- *   fetch-bound (ncu: "no instruction" stalls 9% -> 29% when an extra output doubled the code). So its code is
+ *   fetch-bound (docs/DESIGN.md, "Why the engine is shaped this way": compact epilogue code). So its code is
  *   kept compact: the output path (TMA or direct stores) is a template parameter of the kernel, never a branch
  *   per fragment, and the row-block loop is not unrolled (ping-pong moves row block 1 into acc[0], 64 moves).
  * - Shared memory: a ring of stages (4 of 48 KB at BN = 256, 6 of 32 KB at BN = 128, fewer if the epilogue's
@@ -75,9 +75,8 @@
  *   direct() says so and ge_run launches the instantiation whose GeOuts store straight from registers; the
  *   path is a template parameter, never a per-fragment branch, which keeps the unrolled epilogue small enough
  *   for the instruction cache).
- * - Measured and removed (RESULTS.md section 5 has the numbers): 2-CTA clusters with TMA multicast of B (no gain
- *   on the H200, mixed on the H100), programmatic dependent launch (+1% at D = 2048, -3 to -9% at D = 8192), L2
- *   evict-first hints on the epilogue's streams (no change).
+ * - Measured and removed (docs/DESIGN.md, "What was measured and not kept"): 2-CTA clusters with TMA multicast of
+ *   B, programmatic dependent launch, L2 evict-first hints on the epilogue's streams.
  */
 #ifndef GEMM_ENGINE_CUH
 #define GEMM_ENGINE_CUH
@@ -391,8 +390,8 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
              * reloaded only after all have, GeTileInTma::load). The row-block loop is not unrolled: ping-pong's
              * second row block is moved into acc[0] (64 register moves) and runs the same code, which halves
              * the epilogue's code; an epilogue runs once per tile, so its instructions are fetched afresh each
-             * time, and a large one is fetch-bound and outlasts the other consumer's main loop (RESULTS.md
-             * section 5). */
+             * time, and a large one is fetch-bound and outlasts the other consumer's main loop (docs/DESIGN.md,
+             * "Why the engine is shaped this way"). */
 #pragma unroll 1
             for (int mb = 0; mb < MB; mb++) {
                 tile.eng.crow0 = tile.m0 + 64 * (PP ? mb : c);

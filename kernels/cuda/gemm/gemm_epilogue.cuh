@@ -99,7 +99,7 @@ __device__ __forceinline__ float2 ge_rotate(float2 v, float c, float s) {
 /* sigmoid(g) = 1 / (1 + e^-g) by the approximate reciprocal (e^-g = inf for g < -88: 0), and SwiGLU on an
  * adjacent (gate, up) pair, silu(g) * u = g sigmoid(g) u, from it: the forward and the backward's recomputation
  * get the same bits. (The correctly rounded reciprocal is a dozen instructions and a slow-path call per value,
- * which slowed both SwiGLU epilogues: RESULTS.md section 5, tenth step.) */
+ * which slowed both SwiGLU epilogues: docs/DESIGN.md, "Why the engine is shaped this way".) */
 __device__ __forceinline__ float ge_sigmoid(float g) { return __fdividef(1.0f, 1.0f + __expf(-g)); }
 __device__ __forceinline__ float ge_silu_mul(float g, float s, float u) { return g * s * u; }
 __device__ __forceinline__ float ge_silu_mul(float2 gu) { return ge_silu_mul(gu.x, ge_sigmoid(gu.x), gu.y); }
@@ -348,8 +348,8 @@ __device__ __forceinline__ void ge_ld_shared_bf16_rows(uint32_t addr, float2 (&v
  * stored (rounded to bf16 for a bf16 output); an accumulating output (o += v) leaves v on the TMA path (the fp32
  * add happens in L2) and makes it the sum on the direct path, which a bf16 accumulate always takes (one rounding).
  * Which path runs is decided at compile time (t.eng.direct), never per fragment: a branch here would put both paths'
- * code into the unrolled epilogue, and an epilogue that large runs out of the instruction cache (RESULTS.md
- * section 5). */
+ * code into the unrolled epilogue, and an epilogue that large runs out of the instruction cache (docs/DESIGN.md,
+ * "Why the engine is shaped this way"). */
 template <class T, bool ACC>
 __device__ __forceinline__ void ge_out_put(const GeOut<T, 32, ACC> &o, const GeTile &t, int unit, int col,
                                            float2 (&v)[2]) {
@@ -454,8 +454,8 @@ __device__ __forceinline__ void ge_put(const L &out, const GeTile &t, int col, V
 }
 
 /* A bf16 output tile held in registers until the next tile's main loop, which stores it (cooperative schedule).
- * There the epilogue does not overlap the main loop, and a second output tile's TMA stores cost 4-5% at K = 2048
- * however the epilogue issued them (RESULTS.md section 5, eighth step), while during the main loop the consumers
+ * There the epilogue does not overlap the main loop, and a second output tile's TMA stores cost the same however
+ * the epilogue issued them (docs/DESIGN.md, "Why the engine is shaped this way"); in the main loop the consumers
  * mostly wait for the tensor cores. put() in frag() keeps the fragment's two row pairs as bf16x2 (BN / 4 registers
  * for the tile); hold(t) in end() makes the tile pending. The program's stage_held() hook returns stage(t, kb,
  * nk), which writes the held tile's next 64 x 32 chunk into the staging slot at t.eng.stage (GeOut's bf16 layout) and
@@ -463,7 +463,7 @@ __device__ __forceinline__ void ge_put(const L &out, const GeTile &t, int col, V
  * drain after the CTA's last tile (kb < 0). The engine then syncs the consumer and has flush_held() call flush(o,
  * t), which issues the chunk's TMA store. The chunks pass through the epilogue's staging buffers, in the same
  * rotation and with the same wait, so buffer reuse needs nothing else. (Starting later, to give the previous
- * epilogue's stores more time to leave those buffers, measured the same: RESULTS.md section 5, ninth step.) On
+ * epilogue's stores more time to leave those buffers, measured the same: docs/DESIGN.md, as above.) On
  * the direct path put() stores the pairs straight away and nothing is held. A program using it sets
  * kHeldOutputs = true. */
 template <int BN, int START = 1, int SPACING = 1>
@@ -492,7 +492,7 @@ struct GeOutHeld {
     __device__ __forceinline__ bool stage(const GeTile &t, int kb, int nk) {
         if (next >= kChunks || (kb >= 0 && kb < nk - 1 && kb < START + SPACING * next)) return false;
         /* one branch per chunk, each with its own registers (compile-time indices); moving the registers down
-         * after each chunk instead compiled to about 150 register copies in every k-block (+15% at K = 2048) */
+         * after each chunk instead compiled to about 150 register copies in every k-block (docs/DESIGN.md) */
 #pragma unroll
         for (int q = 0; q < kChunks; q++) {
             if (q == next) {
@@ -559,7 +559,8 @@ __device__ __forceinline__ void ge_prefetch_tile(const T *p, long ld, const GeTi
 /* The same spread over the main loop (the during() hook, k-block kb of nk): the tile's rows in PARTS parts, part q
  * in k-block nk - PARTS + q (all parts up to there in the first k-block when nk < PARTS), so that the lines arrive
  * shortly before the epilogue and do not compete with the main loop's first operand loads (for the SwiGLU
- * backward's input it measured faster than the prefetch before the main loop: RESULTS.md section 5). */
+ * backward's input it measured faster than the prefetch before the main loop: docs/DESIGN.md, "Why the engine is
+ * shaped this way"). */
 template <int W = 1, int PARTS = 16, class T>
 __device__ __forceinline__ void ge_prefetch_tile_spread(const T *p, long ld, const GeTile &t, int bn, int kb, int nk) {
     const int last = kb - (nk - PARTS), first = kb == 0 ? 0 : last;
@@ -653,7 +654,7 @@ struct GeTileIn {
  * two row pairs (warp-wide); put writes bf16 values over them, and flush_out(o, t) (in the program's flush()) stores the chunk from there by TMA: an output written
  * in place of the input, with no staging of its own. A program using it declares kInUnits = GeTileInTma<...>::kUnits.
  * (Loading the second row block during the first one's epilogue, into the slots that epilogue had freed, needed
- * half the space but cost 20% at K = 2048: RESULTS.md section 5.) */
+ * half the space but was slower: docs/DESIGN.md, "Why the engine is shaped this way".) */
 template <int BN, int BLOCKS = 2>
 struct GeTileInTma {
     static constexpr int kSlots = BN / 32, kUnits = BLOCKS * kSlots;
@@ -691,9 +692,8 @@ struct GeTileInTma {
     /* The same for one row block (cooperative), spread over the main loop (the during() hook, k-block kb of nk):
      * slot s after k-block s + 1, the rest after the last one. Issued all at once before the main loop, the
      * residual's reads (which miss L2) held up the operands' k-blocks behind them: on the cooperative schedule,
-     * with 3 ring stages, the consumers then waited for their k-blocks in 35% of ncu's samples, against 2% for
-     * the plain GEMM, and K_res without O took 1.15x cuBLAS's GEMM time at 16384 x 2048 x 2048 (1.09x spread;
-     * RESULTS.md section 5, eighth step). */
+     * with 3 ring stages, the consumers then waited for their k-blocks far more often than the plain GEMM's
+     * (docs/DESIGN.md, "Why the engine is shaped this way"). */
     __device__ __forceinline__ void load_spread(const GeOut<bf16> &o, const GeTile &t, int kb, int nk) {
         if (kb == 0) loads++;
         if (t.eng.wtid != 0) return;

@@ -200,6 +200,11 @@ __device__ __forceinline__ void named_bar_sync(int id, int count) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
+/* Arrives on barrier `id` without waiting (the other `count` - 32k threads bar.sync on it). */
+__device__ __forceinline__ void named_bar_arrive(int id, int count) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+
 /* ---------------------------------------------------------------- wgmma.mma_async, generated operand lists */
 
 /* D[64 x 256] (+)= A[64 x 16] . B[256 x 16]^T, fp32 accumulators d[128] (layout: gemm_engine.cuh's note).

@@ -1,0 +1,146 @@
+"""inputs.py: the corpus of local inputs: --text arguments (files, directories, glob patterns) expanded into an ordered
+list of files, each with its format (its extension or --format) and record count, read as one stream of records
+numbered across the files."""
+import contextlib
+import glob
+import gzip
+import hashlib
+import io
+import os
+import urllib.error
+import urllib.request
+import zlib
+
+from dataprep.errors import PrepError
+from dataprep.readers import FORMATS
+
+EXTENSIONS = [  # (name ending, format, gzip-compressed)
+    (".txt", "txt", False),
+    (".txt.gz", "txt", True),
+    (".jsonl", "jsonl", False),
+    (".jsonl.gz", "jsonl", True),
+    (".parquet", "parquet", False),
+]
+KNOWN = ", ".join(ending for ending, _, _ in EXTENSIONS)
+
+
+def format_of(path, forced):
+    """(format, gzip-compressed) of a file from --format (forced) or its name; None for an unknown name ending."""
+    if forced:
+        compressed = path.endswith(".gz")
+        if compressed and forced == "parquet":
+            raise PrepError(f"{path}: a gzip-compressed Parquet file (Parquet compresses inside the file)")
+        return forced, compressed
+    return next(((fmt, gz) for ending, fmt, gz in EXTENSIONS if path.endswith(ending)), None)
+
+
+class InputFile:
+    """A file of the corpus (or, with data, the downloaded text)."""
+
+    def __init__(self, path, fmt, compressed, data=None):
+        self.path, self.format, self.compressed, self.data = path, fmt, compressed, data
+
+    def open(self):
+        if self.data is not None:
+            return io.BytesIO(self.data)
+        return gzip.open(self.path, "rb") if self.compressed else open(self.path, "rb")
+
+    def identity(self):
+        """What a rerun must find unchanged to resume: the path, format, size and modification time (or digest)."""
+        if self.data is not None:
+            return {"path": self.path, "format": self.format, "bytes": len(self.data),
+                    "sha256": hashlib.sha256(self.data).hexdigest()}
+        stat = os.stat(self.path)
+        return {"path": os.path.abspath(self.path), "format": self.format, "gzip": self.compressed,
+                "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
+
+
+def directory_files(directory, forced):
+    """The files under a directory with a known name ending (of --format's format when given), sorted by path."""
+    found = []
+    for root, dirs, names in os.walk(directory):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        for name in names:
+            known = format_of(name, None)
+            if not name.startswith(".") and known and (forced is None or known[0] == forced):
+                found.append(os.path.join(root, name))
+    if not found:
+        raise PrepError(f"--text {directory}: the directory holds no file ending in "
+                        f"{KNOWN if forced is None else f'.{forced} or .{forced}.gz'}")
+    return sorted(found)
+
+
+def expand_inputs(arguments, forced):
+    """The InputFiles of the --text arguments, in argument order; each file once."""
+    files, seen = [], set()
+    for argument in arguments:
+        if any(c in argument for c in "*?["):
+            matches = sorted(glob.glob(argument, recursive=True))
+            if not matches:
+                raise PrepError(f"--text {argument}: the pattern matches no file")
+        elif os.path.exists(argument):
+            matches = [argument]
+        else:
+            raise PrepError(f"--text {argument}: no such file or directory")
+        for match in matches:
+            for path in directory_files(match, forced) if os.path.isdir(match) else [match]:
+                if os.path.realpath(path) in seen:
+                    continue
+                seen.add(os.path.realpath(path))
+                known = format_of(path, forced)
+                if known is None:
+                    raise PrepError(f"{path}: unknown format (a name ending in {KNOWN}, or pass --format)")
+                files.append(InputFile(path, *known))
+    return files
+
+
+def download(url):
+    """The text at url as an input file held in memory."""
+    print(f"downloading {url}")
+    try:
+        with urllib.request.urlopen(url, timeout=30) as response:
+            data = response.read()
+    except (urllib.error.URLError, OSError) as e:
+        raise PrepError(f"could not download {url} ({getattr(e, 'reason', e)}); if this machine is offline, pass "
+                        "--text PATH with a local copy of the text")
+    return InputFile(url, "txt", False, data)
+
+
+@contextlib.contextmanager
+def read_errors(source):
+    """Turns the I/O errors of reading a file (unreadable, not gzip, truncated) into a PrepError naming it."""
+    try:
+        yield
+    except (OSError, EOFError, zlib.error) as e:
+        raise PrepError(f"cannot read {source.path}: {getattr(e, 'strerror', None) or e}") from e
+
+
+class LocalCorpus:
+    """The records of the files, numbered from 0 across them, each file's from the sum of the counts before it."""
+
+    def __init__(self, files, field):
+        self.files, self.field = files, field
+        self.counts = []
+        for source in files:
+            with read_errors(source):
+                self.counts.append(FORMATS[source.format].count(source, field))
+        self.total = sum(self.counts)
+
+    def names(self):
+        return [source.path for source in self.files]
+
+    def identity(self):
+        return [dict(source.identity(), records=n) for source, n in zip(self.files, self.counts)]
+
+    def empty_message(self):
+        return f"the inputs hold no text: {', '.join(self.names())}"
+
+    def records(self, start):
+        """(record number, text) of every record from start on with a nonempty text."""
+        offset = 0
+        for source, count in zip(self.files, self.counts):
+            if start < offset + count:
+                with read_errors(source):
+                    for index, text in FORMATS[source.format].read(source, self.field, max(0, start - offset)):
+                        yield offset + index, text
+            offset += count

@@ -1,0 +1,150 @@
+"""readers.py: the record formats of input files. A record is one document: a section of a text file up to and
+including a blank line (the sections concatenate to the text, as the single-file split always did), one line of a JSONL
+file (the string in its text field), one row of a Parquet file (its text column). Each format counts a file's records
+cheaply and reads them from a given record on, streamed: memory holds one section, one line or one batch of rows.
+Records whose text is empty (a blank JSONL line, "") give no document. Every error names the file and the record."""
+import json
+import re
+
+from dataprep.errors import PrepError
+
+CHUNK_BYTES = 1 << 20
+PARQUET_BATCH_ROWS = 1024
+UNPAIRED_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_sections(stream):
+    """(byte offset, bytes) of each section of a binary stream, split after every "\\n\\n" as str.split does."""
+    pending, offset = bytearray(), 0
+    while True:
+        chunk = stream.read(CHUNK_BYTES)
+        if not chunk:
+            break
+        search = max(0, len(pending) - 1)  # the tail holds no "\n\n": only one that starts at its last byte is new
+        pending += chunk
+        start = 0
+        while (end := pending.find(b"\n\n", search)) >= 0:
+            yield offset + start, bytes(pending[start : end + 2])
+            start = search = end + 2
+        del pending[:start]
+        offset += start
+    if pending:
+        yield offset, bytes(pending)
+
+
+class TextFormat:
+    name = "txt"
+
+    @staticmethod
+    def count(source, field):
+        with source.open() as stream:
+            return sum(1 for _ in text_sections(stream))
+
+    @staticmethod
+    def read(source, field, start):
+        with source.open() as stream:
+            for index, (offset, section) in enumerate(text_sections(stream)):
+                if index < start:
+                    continue
+                try:
+                    yield index, section.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise PrepError(f"{source.path}: not UTF-8 text at byte {offset + e.start} ({e.reason})")
+
+
+class JsonlFormat:
+    name = "jsonl"
+
+    @staticmethod
+    def count(source, field):
+        with source.open() as stream:
+            return sum(1 for _ in stream)
+
+    @staticmethod
+    def read(source, field, start):
+        with source.open() as stream:
+            for index, line in enumerate(stream):
+                if index >= start:
+                    text = JsonlFormat.text_of(line, f"{source.path} line {index + 1}", field)
+                    if text:
+                        yield index, text
+
+    @staticmethod
+    def text_of(raw, where, field):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise PrepError(f"{where}: not UTF-8 text at byte {e.start} of the line ({e.reason})")
+        if not line.strip():
+            return ""
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise PrepError(f"{where}: not JSON ({e.msg} at column {e.colno})")
+        if not isinstance(record, dict):
+            raise PrepError(f"{where}: a JSON {type(record).__name__}, not an object with a {field!r} field")
+        if field not in record:
+            raise PrepError(f"{where}: no {field!r} field (it has {', '.join(map(repr, record)) or 'none'}; "
+                            "--text-field names the field that holds the text)")
+        text = record[field]
+        if not isinstance(text, str):
+            raise PrepError(f"{where}: the {field!r} field is a JSON {type(text).__name__}, not a string")
+        # only a \uXXXX escape makes a surrogate; the regex runs on the few lines that have one
+        if (b"\\ud" in raw or b"\\uD" in raw) and UNPAIRED_SURROGATE.search(text):
+            raise PrepError(f"{where}: the {field!r} field holds an unpaired surrogate escape (\\ud800-\\udfff), "
+                            "which is not Unicode text")
+        return text
+
+
+class ParquetFormat:
+    name = "parquet"
+
+    @staticmethod
+    def open_file(source, field):
+        """The pyarrow ParquetFile, after checking that its field is a text column."""
+        try:
+            import pyarrow
+            import pyarrow.parquet
+        except ImportError:
+            raise PrepError(f"reading {source.path} needs the pyarrow package (pip install pyarrow)")
+        try:
+            parquet = pyarrow.parquet.ParquetFile(source.path)
+        except (pyarrow.ArrowException, OSError) as e:
+            raise PrepError(f"{source.path}: not a readable Parquet file ({e})")
+        schema = parquet.schema_arrow
+        if schema.get_field_index(field) < 0:
+            raise PrepError(f"{source.path}: no {field!r} column (it has {', '.join(map(repr, schema.names))}; "
+                            "--text-field names the column that holds the text)")
+        kind = schema.field(field).type
+        if not (pyarrow.types.is_string(kind) or pyarrow.types.is_large_string(kind)):
+            raise PrepError(f"{source.path}: the {field!r} column holds {kind}, not strings")
+        return parquet
+
+    @staticmethod
+    def count(source, field):
+        return ParquetFormat.open_file(source, field).metadata.num_rows
+
+    @staticmethod
+    def read(source, field, start):
+        import pyarrow
+
+        parquet = ParquetFormat.open_file(source, field)
+        group, index = 0, 0  # whole row groups before start are not read
+        while group < parquet.num_row_groups and index + parquet.metadata.row_group(group).num_rows <= start:
+            index += parquet.metadata.row_group(group).num_rows
+            group += 1
+        batches = parquet.iter_batches(PARQUET_BATCH_ROWS, range(group, parquet.num_row_groups), [field])
+        try:
+            for batch in batches:
+                for text in batch.column(0).to_pylist():
+                    if index >= start:
+                        if text is None:
+                            raise PrepError(f"{source.path} row {index}: the {field!r} column is null")
+                        if text:
+                            yield index, text
+                    index += 1
+        except (pyarrow.ArrowException, UnicodeDecodeError) as e:
+            raise PrepError(f"{source.path}: cannot read row {index} on ({e})")
+
+
+FORMATS = {f.name: f for f in (TextFormat, JsonlFormat, ParquetFormat)}

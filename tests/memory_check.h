@@ -1,0 +1,123 @@
+/* memory_check.h: the memory preflight's estimate (model_memory) against what a backend really holds, shared by the
+ * CPU test (test_memory.c) and the GPU one (gpu/test_gpu_memory.c). Each case runs in a child process of its own,
+ * so that the backend's peak counter (and, on the GPU, its workspace, which only grows) starts from nothing. The
+ * child checks that model_create allocates exactly the buffers model_memory lists, then does what runs do (the
+ * init's weight copies, optimizer steps with or without gradient accumulation, an evaluation, the logits of a
+ * sample) and checks that the estimate covers the backend's peak and exceeds it by at most a tolerance. */
+#ifndef MEMORY_CHECK_H
+#define MEMORY_CHECK_H
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "model/model.h"
+#include "model/optimizer.h"
+#include "tests/small_model.h"
+#include "tests/test_util.h"
+
+typedef struct MemoryCase {
+    const char *name;
+    ModelConfig cfg;
+    int B, T;
+    int accum; /* micro-batches per optimizer step */
+} MemoryCase;
+
+/* A model config of the given shape (the rest as the small model's). */
+static inline ModelConfig memory_case_config(int D, int F, int L, int Hq, int Hkv, int hd, int V, int tied) {
+    ModelConfig c = small_model_config(tied);
+    c.hidden_size = D;
+    c.intermediate_size = F;
+    c.num_hidden_layers = L;
+    c.num_attention_heads = Hq;
+    c.num_key_value_heads = Hkv;
+    c.head_dim = hd;
+    c.vocab_size = V;
+    c.max_position_embeddings = 1 << 20;
+    return c;
+}
+
+/* The case on k, in this process; PASS/FAIL lines. The estimate may exceed the peak by tolerance * estimate. */
+static void memory_case_run(const Kernels *k, const MemoryCase *mc, double tolerance) {
+    const ModelConfig *c = &mc->cfg;
+    const int B = mc->B, T = mc->T, M = B * T;
+    ModelMemory mem;
+    Model m;
+    char err[512];
+    if (model_memory(c, k, B, T, &mem) || model_create(&m, c, k, B, T, err, sizeof(err))) {
+        CHECK(0, "%s: model_memory and model_create", mc->name);
+        return;
+    }
+    const size_t buffers = mem.params + mem.grads + mem.adam + mem.activations;
+    CHECK(k->peak_bytes() == buffers, "%s: model_create allocates the %zu bytes of buffers that model_memory lists "
+          "(backend peak %zu)", mc->name, buffers, k->peak_bytes());
+
+    model_init_weights(&m, 7);
+    int32_t *tokens = malloc((size_t)M * sizeof(int32_t)), *targets = malloc((size_t)M * sizeof(int32_t));
+    float *logits = malloc((size_t)c->vocab_size * sizeof(float));
+    if (!tokens || !targets || !logits) {
+        CHECK(0, "%s: host buffers", mc->name);
+        exit(1);
+    }
+    TrainConfig t;
+    memset(&t, 0, sizeof(t));
+    t.learning_rate = 1e-3;
+    t.beta1 = 0.9;
+    t.beta2 = 0.95;
+    t.adam_eps = 1e-8;
+    t.weight_decay = 0.1;
+    t.grad_clip = 1.0;
+    double norm = 0;
+    for (int step = 1; step <= 2; step++) {
+        model_zero_grads(&m);
+        for (int micro = 0; micro < mc->accum; micro++) {
+            for (int i = 0; i < M; i++) {
+                tokens[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
+                targets[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
+            }
+            model_forward(&m, tokens, B, T);
+            model_loss(&m, targets, B, T, 1.0f / (float)(M * mc->accum));
+            model_backward(&m, B, T, (micro == 0 ? MICRO_FIRST : 0) | (micro == mc->accum - 1 ? MICRO_LAST : 0));
+        }
+        norm = optimizer_step(&m, &t, t.learning_rate, step);
+    }
+    model_forward(&m, tokens, B, T);
+    const double loss = model_loss(&m, targets, B, T, 0.0f);
+    model_last_logits(&m, B, T, logits);
+    k->synchronize();
+    const size_t peak = k->peak_bytes();
+    CHECK(isfinite(norm) && isfinite(loss) && isfinite(logits[0]), "%s: the run is finite (grad norm %.4g, loss %.4g)",
+          mc->name, norm, loss);
+    CHECK(peak <= mem.total && (double)(mem.total - peak) <= tolerance * (double)mem.total,
+          "%s: the estimate %zu bytes (workspace %zu) covers the backend's peak %zu bytes and exceeds it by %.3f%% "
+          "(tolerance %.3f%%)", mc->name, mem.total, mem.workspace, peak,
+          peak <= mem.total ? 100.0 * (double)(mem.total - peak) / (double)mem.total : -1.0, 100.0 * tolerance);
+    free(tokens);
+    free(targets);
+    free(logits);
+    model_destroy(&m);
+}
+
+/* Runs fn(arg) in a child process, whose PASS/FAIL lines go to the same stdout. Returns 1 if the child failed. */
+static int memory_in_child(void (*fn)(const void *), const void *arg) {
+    fflush(stdout);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        CHECK(0, "fork");
+        return 1;
+    }
+    if (pid == 0) {
+        fn(arg);
+        fflush(stdout);
+        _exit(test_failures ? 1 : 0);
+    }
+    int status = 0;
+    if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        if (!WIFEXITED(status)) CHECK(0, "the child process of a case ended abnormally (status %d)", status);
+        return 1;
+    }
+    return 0;
+}
+
+#endif

@@ -1,0 +1,366 @@
+#!/usr/bin/env python3
+"""prepare_corpus_checks.py (run by tests/test_prepare_data.sh): scripts/prepare_data.py on a corpus that it writes in
+a temporary directory (plain text, JSONL and Parquet files, gzip-compressed ones, a directory and a glob pattern): the
+token stream of each split equals tokenizing the documents directly, in order (byte and Llama 3 vocabularies); shard
+sizes; 1, 2 and 3 workers give the same bytes; a run killed mid-way and rerun resumes and gives the same bytes; bad
+input stops with a message naming the file and a nonzero exit. Prints one PASS or FAIL line per check.
+
+    python3 tests/prepare_corpus_checks.py SHARED_DATA_DIR
+"""
+import glob
+import gzip
+import json
+import os
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from dataprep import readers  # noqa: E402
+from dataprep.tokenizer import LLAMA3_PATTERN  # noqa: E402 (the pattern is Llama 3's definition, not our code)
+
+BOS = 128000
+SHARD_TOKENS = 3001
+LARGE_SHARD_TOKENS = 20011
+failures = 0
+
+
+def check(ok, message):
+    global failures
+    failures += not ok
+    print(("PASS " if ok else "FAIL ") + message, flush=True)
+
+
+def command(args):
+    return [sys.executable, os.path.join(ROOT, "scripts", "prepare_data.py")] + [str(a) for a in args]
+
+
+def run(args):
+    """(exit status, stdout + stderr) of prepare_data.py."""
+    done = subprocess.run(command(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return done.returncode, done.stdout
+
+
+def files_of(out):
+    """{name: bytes} of every file in out."""
+    return {os.path.basename(p): open(p, "rb").read() for p in sorted(glob.glob(os.path.join(out, "*")))}
+
+
+def read_shards(out, label):
+    """{split: tokens} of a complete output directory, checking each shard's header and size."""
+    meta = json.load(open(os.path.join(out, "meta.json")))
+    size = 2 if meta["token_dtype"] == "uint16" else 4
+    tokens, ok = {}, True
+    for split in ("train", "val"):
+        tokens[split] = []
+        names = meta["files"][split]
+        ok = ok and names == [f"{split}_{i:06d}.bin" for i in range(len(names))]
+        for i, name in enumerate(names):
+            data = open(os.path.join(out, name), "rb").read()
+            magic, version, count = struct.unpack_from("<3i", data)
+            last = i == len(names) - 1
+            ok = ok and magic == meta["magic"] and version == 1 and len(data) == 1024 + count * size
+            ok = ok and (count == meta["shard_tokens"] if not last else 0 < count <= meta["shard_tokens"])
+            tokens[split] += struct.unpack_from(f"<{count}{'H' if size == 2 else 'I'}", data, 1024)
+        ok = ok and len(tokens[split]) == meta["tokens"][split]
+    check(ok, f"{label}: shards named in order, headers right, {meta['shard_tokens']} tokens in each but a split's "
+          "last, token counts as meta.json says")
+    return tokens, meta
+
+
+# --- the corpus -------------------------------------------------------------------------------------------------------
+
+def text_records(data):
+    sections = data.decode("utf-8").split("\n\n")
+    return [s + "\n\n" for s in sections[:-1]] + ([sections[-1]] if sections[-1] else [])
+
+
+def jsonl_records(data, field="text"):
+    return [json.loads(line)[field] if line.strip() else "" for line in data.split(b"\n")[:-1]]
+
+
+def write_corpus(tmp, shakespeare):
+    """Writes the corpus; returns (its --text arguments, every record's text in the order prepare_data.py reads)."""
+    import pyarrow
+    import pyarrow.parquet
+
+    paragraphs = text_records(shakespeare[:60000].encode())
+    corpus, extra = os.path.join(tmp, "corpus"), os.path.join(tmp, "extra")
+    os.makedirs(os.path.join(corpus, "sub"))
+    os.makedirs(extra)
+    records = []
+
+    plays = (shakespeare[60000:75000] + "\n\nNURSE:\nA naïve café — ünïcode, 日本語.\n\n\n\nEnd").encode()
+    open(os.path.join(corpus, "1_plays.txt"), "wb").write(plays)
+    records += text_records(plays)
+
+    lines = [json.dumps({"id": i, "text": p}, ensure_ascii=i % 2 == 0) for i, p in enumerate(paragraphs[:200])]
+    lines[5] = ""  # a blank line: a record without a document
+    lines[6] = json.dumps({"text": ""})  # an empty text: no document either
+    lines[7] = json.dumps({"text": "<|eot_id|> is ordinary text here, and so is <|begin_of_text|>"})
+    lines[8] = json.dumps({"text": "carriage return\r\nline"}) + "\r"
+    jsonl = ("\n".join(lines) + "\n").encode()
+    open(os.path.join(corpus, "2_lines.jsonl"), "wb").write(jsonl)
+    records += [json.loads(line)["text"] if line.strip() else "" for line in lines]
+
+    rows = paragraphs[200:330] + ["", "x"]
+    table = pyarrow.table({"text": rows, "n": list(range(len(rows)))})
+    pyarrow.parquet.write_table(table, os.path.join(corpus, "sub", "3_rows.parquet"), row_group_size=17)
+    records += rows
+
+    more = ("\n".join(json.dumps({"text": p}) for p in paragraphs[330:400]) + "\n").encode()
+    open(os.path.join(corpus, "sub", "4_more.jsonl.gz"), "wb").write(gzip.compress(more))
+    records += jsonl_records(more)
+    gzipped = shakespeare[75000:90000].encode()
+    open(os.path.join(corpus, "sub", "5_more.txt.gz"), "wb").write(gzip.compress(gzipped))
+    records += text_records(gzipped)
+
+    open(os.path.join(corpus, ".hidden.txt"), "w").write("not read: a hidden file\n")
+    open(os.path.join(corpus, "notes.md"), "w").write("not read: not a known name ending\n")
+    pyarrow.parquet.write_table(pyarrow.table({"text": paragraphs[400:]}), os.path.join(extra, "6_extra.parquet"))
+    records += paragraphs[400:]
+    return [corpus, os.path.join(extra, "*.parquet")], records
+
+
+def expected_tokens(records, encode, val_fraction=0.1):
+    """{split: tokens} from tokenizing each record's text directly; the last val_fraction of the records are val."""
+    num_val = min(max(1, round(len(records) * val_fraction)), len(records) - 1)
+    streams = {"train": [], "val": []}
+    documents = {"train": 0, "val": 0}
+    for i, text in enumerate(records):
+        split = "val" if i >= len(records) - num_val else "train"
+        if text:
+            streams[split] += encode(text)
+            documents[split] += 1
+    return streams, documents
+
+
+def llama3_encoder(path):
+    import tiktoken
+    from tiktoken.load import load_tiktoken_bpe
+
+    os.environ["TIKTOKEN_CACHE_DIR"] = ""
+    enc = tiktoken.Encoding("llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=load_tiktoken_bpe(path),
+                            special_tokens={"<|begin_of_text|>": BOS})
+    return lambda text: [BOS] + enc.encode_ordinary(text)
+
+
+# --- the checks -------------------------------------------------------------------------------------------------------
+
+def check_tokens(tmp, inputs, records, kind, tokenizer, encode):
+    out = os.path.join(tmp, f"{kind}_2")
+    rc, log = run(["--text"] + inputs + ["--tokenizer", tokenizer, "--out", out, "--shard-tokens", SHARD_TOKENS,
+                                         "--workers", 2])
+    check(rc == 0, f"{kind}: prepare_data.py on {len(records)} records of txt, jsonl, parquet, gz, a directory and a "
+          f"glob" + ("" if rc == 0 else f": {log[-600:]}"))
+    if rc:
+        return
+    tokens, meta = read_shards(out, kind)
+    expected, documents = expected_tokens(records, encode)
+    for split in ("train", "val"):
+        check(tokens[split] == expected[split] and meta["documents"][split] == documents[split],
+              f"{kind}: the {split} tokens ({len(expected[split])}) are the {documents[split]} documents tokenized "
+              "directly, in order")
+    check(len(meta["files"]["train"]) > 3 and meta["files"]["val"], f"{kind}: several train shards and a val shard")
+    check(set(files_of(out)) == set(meta["files"]["train"] + meta["files"]["val"] + ["meta.json"]),
+          f"{kind}: the directory holds exactly meta.json and the shards")
+
+
+def kill_after_shards(args, out, shards):
+    """Starts prepare_data.py and kills it (SIGKILL, with its workers) once its progress.json lists that many train
+    shards; returns the last progress record it read, or None."""
+    process = subprocess.Popen(command(args + ["--out", out]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    record, deadline = None, time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            record = json.load(open(os.path.join(out, "progress.json")))
+        except (OSError, ValueError):
+            record = None
+        if record and len(record["splits"]["train"]["files"]) >= shards:
+            os.killpg(process.pid, signal.SIGKILL)
+            break
+        time.sleep(0.005)
+    process.wait()
+    return record if process.returncode == -signal.SIGKILL else None
+
+
+def check_large(tmp, shakespeare, tokenizer):
+    """A JSONL corpus of many batches (2 MB, documents of 1-25 kB): its tokens; 1, 2 and 3 workers give the same
+    bytes; a run killed after a few shards and rerun resumes in the middle of a document and gives a straight run's
+    bytes."""
+    text = shakespeare * 2
+    documents, at, size = [], 0, 1000
+    while at < len(text):
+        documents.append(text[at : at + size])
+        at, size = at + size, 1000 + (size * 7919) % 24000
+    path = os.path.join(tmp, "large.jsonl")
+    open(path, "w").write("".join(json.dumps({"text": d}) + "\n" for d in documents))
+    args = ["--text", path, "--tokenizer", tokenizer, "--shard-tokens", LARGE_SHARD_TOKENS]
+    outs = {workers: os.path.join(tmp, f"large_{workers}") for workers in (1, 2, 3)}
+    rc, log = run(args + ["--workers", 1, "--out", outs[1]])
+    check(rc == 0, f"large: prepare_data.py on {len(documents)} documents" + ("" if rc == 0 else f": {log[-600:]}"))
+    if rc:
+        return
+    tokens, meta = read_shards(outs[1], "large")
+    expected, counts = expected_tokens(documents, llama3_encoder(tokenizer))
+    check(tokens == expected and meta["documents"] == counts,
+          f"large: the tokens ({len(expected['train'])} train, {len(expected['val'])} val) are the documents "
+          "tokenized directly, in order")
+    for workers in (2, 3):
+        rc, log = run(args + ["--workers", workers, "--out", outs[workers]])
+    check(files_of(outs[1]) == files_of(outs[2]) == files_of(outs[3]),
+          f"large: 1, 2 and 3 workers write the same bytes ({len(files_of(outs[1]))} files)")
+
+    resumed = os.path.join(tmp, "resumed")
+    record = kill_after_shards(args + ["--workers", 1], resumed, 3)
+    total = len(meta["files"]["train"])
+    left = os.listdir(resumed) if os.path.isdir(resumed) else []
+    check(record is not None and 3 <= len(record["splits"]["train"]["files"]) < total and
+          record["skip_tokens"] > 0 and "meta.json" not in left,
+          f"resume: killed after {len(record['splits']['train']['files']) if record else 0} of {total} train shards, "
+          f"{record['skip_tokens'] if record else '?'} tokens into record {record['next_record'] if record else '?'} "
+          "(progress.json, no meta.json)")
+    rc, log = run(args + ["--workers", 2, "--out", resumed])
+    check(rc == 0 and "resuming" in log and files_of(resumed) == files_of(outs[1]),
+          "resume: the rerun (2 workers) resumes and writes bytewise the straight run's shards and meta.json, and "
+          "nothing else" + ("" if rc == 0 else f": {log[-600:]}"))
+
+
+def check_sections_across_chunks():
+    """Text files are read in chunks of readers.CHUNK_BYTES: a blank line split across two chunks, runs of newlines
+    and text without a blank line give the sections of str.split at every chunk size."""
+    import io
+
+    texts = ["", "a", "\n", "\n\n", "\n\n\n", "a\n\nb", "a\n\n\nb\n\n\n\nc\n", "ab\n\n", "x\n" * 9 + "\n\ny",
+             "é\n\nü\n\n\n日本\n"]
+    saved, ok = readers.CHUNK_BYTES, True
+    try:
+        for size in (1, 2, 3, 5, 64):
+            readers.CHUNK_BYTES = size
+            for text in texts:
+                data = text.encode()
+                sections = list(readers.text_sections(io.BytesIO(data)))
+                ok = ok and [s.decode() for _, s in sections] == text_records(data)
+                ok = ok and all(data[offset : offset + len(s)] == s for offset, s in sections)
+    finally:
+        readers.CHUNK_BYTES = saved
+    check(ok, "text files split at blank lines as str.split does, with chunks of 1, 2, 3, 5 and 64 bytes")
+
+
+def uint16_bytes(texts):
+    data = "".join(texts).encode("utf-8")
+    return struct.pack(f"<{len(data)}H", *data)
+
+
+def check_other_inputs(tmp, paragraphs):
+    """--format and --text-field: a .json file of JSON lines whose text is in "body"; repeated --text flags."""
+    a, b = os.path.join(tmp, "a.json"), os.path.join(tmp, "b.json")
+    open(a, "w").write("".join(json.dumps({"body": p}) + "\n" for p in paragraphs[:30]))
+    open(b, "w").write("".join(json.dumps({"body": p}) + "\n" for p in paragraphs[30:40]))
+    out = os.path.join(tmp, "other")
+    rc, log = run(["--text", b, "--text", a, "--format", "jsonl", "--text-field", "body", "--tokenizer", "byte",
+                   "--out", out, "--val-docs", 10])
+    ok = rc == 0
+    if ok:
+        meta = json.load(open(os.path.join(out, "meta.json")))
+        tokens = {}
+        for split in ("train", "val"):
+            tokens[split] = b"".join(open(os.path.join(out, n), "rb").read()[1024:] for n in meta["files"][split])
+        ok = tokens["val"] == uint16_bytes(paragraphs[30:40]) and tokens["train"] == uint16_bytes(paragraphs[:30])
+    check(ok, "--format jsonl reads .json files, --text-field body, repeated --text in order, --val-docs 10: the "
+          "first 10 records are val" + ("" if rc == 0 else f": {log[-600:]}"))
+
+
+def expect_error(tmp, description, args, expected, wrote_nothing=True):
+    out = os.path.join(tmp, "error_out")
+    rc, log = run(args + ["--out", out])
+    ok = rc == 1 and "error:" in log and all(e in log for e in expected) and "Traceback" not in log
+    nothing = not os.path.exists(out) if wrote_nothing else True
+    check(ok and nothing, f"bad input, {description}: exit status 1, the message names {', '.join(expected)}"
+          + (", nothing written" if wrote_nothing else "") + ("" if ok and nothing else f": [{rc}] {log[-500:]}"))
+    subprocess.run(["rm", "-rf", out])
+
+
+def check_errors(tmp):
+    import pyarrow
+    import pyarrow.parquet
+
+    bad = os.path.join(tmp, "bad")
+    os.makedirs(os.path.join(bad, "empty_dir"))
+    p = lambda name: os.path.join(bad, name)  # noqa: E731
+    open(p("good.txt"), "w").write("a document\n\nanother\n")
+    expect_error(tmp, "a missing file", ["--text", p("good.txt"), p("missing.jsonl")], [p("missing.jsonl")])
+    expect_error(tmp, "a pattern that matches nothing", ["--text", p("*.parquet")], [p("*.parquet"), "matches no"])
+    expect_error(tmp, "a directory without inputs", ["--text", p("empty_dir")], [p("empty_dir"), ".jsonl"])
+    open(p("notes.md"), "w").write("text\n")
+    expect_error(tmp, "an unknown name ending", ["--text", p("notes.md")], [p("notes.md"), "--format"])
+    open(p("garbage.parquet"), "wb").write(b"this is not a parquet file at all")
+    expect_error(tmp, "an unreadable Parquet file", ["--text", p("garbage.parquet")], [p("garbage.parquet"), "Parquet"])
+    open(p("plain.jsonl.gz"), "w").write('{"text": "not compressed"}\n')
+    expect_error(tmp, "an unreadable gzip file", ["--text", p("plain.jsonl.gz")], [p("plain.jsonl.gz"), "gzip"])
+    pyarrow.parquet.write_table(pyarrow.table({"content": ["a", "b"]}), p("nofield.parquet"))
+    expect_error(tmp, "a Parquet file without the text column", ["--text", p("nofield.parquet")],
+                 [p("nofield.parquet"), "'text'", "'content'"])
+    pyarrow.parquet.write_table(pyarrow.table({"text": [1, 2]}), p("ints.parquet"))
+    expect_error(tmp, "a Parquet text column of integers", ["--text", p("ints.parquet")], [p("ints.parquet"), "int64"])
+    open(p("nofield.jsonl"), "w").write('{"text": "one"}\n{"text": "two"}\n{"body": "three"}\n')
+    expect_error(tmp, "a JSONL line without the text field", ["--text", p("nofield.jsonl"), "--val-fraction", 0],
+                 [p("nofield.jsonl") + " line 3", "'text'", "'body'"], wrote_nothing=False)
+    open(p("notjson.jsonl"), "w").write('{"text": "one"}\n{"text": "two\n')
+    expect_error(tmp, "a line that is not JSON", ["--text", p("notjson.jsonl"), "--val-fraction", 0],
+                 [p("notjson.jsonl") + " line 2", "not JSON"], wrote_nothing=False)
+    open(p("latin1.txt"), "wb").write("caf\u00e9 au lait\n\nd\u00e9j\u00e0 vu\n".encode("latin-1"))
+    expect_error(tmp, "a non-UTF-8 text file", ["--text", p("latin1.txt")], [p("latin1.txt"), "UTF-8", "byte 3"],
+                 wrote_nothing=False)
+    open(p("latin1.jsonl"), "wb").write('{"text": "ok"}\n{"text": "caf\u00e9"}\n'.encode("latin-1"))
+    expect_error(tmp, "a non-UTF-8 JSONL line", ["--text", p("latin1.jsonl")], [p("latin1.jsonl") + " line 2", "UTF-8"],
+                 wrote_nothing=False)
+    open(p("surrogate.jsonl"), "w").write('{"text": "ok \\ud83d\\ude00"}\n{"text": "half \\ud83d of a pair"}\n')
+    expect_error(tmp, "an unpaired surrogate escape", ["--text", p("surrogate.jsonl")],
+                 [p("surrogate.jsonl") + " line 2", "surrogate"], wrote_nothing=False)
+    open(p("empty.txt"), "w").close()
+    expect_error(tmp, "an empty corpus", ["--text", p("empty.txt")], [p("empty.txt"), "no records"])
+    open(p("blank.jsonl"), "w").write('{"text": ""}\n\n{"text": ""}\n')
+    expect_error(tmp, "a corpus of empty texts", ["--text", p("blank.jsonl")], [p("blank.jsonl"), "no text"],
+                 wrote_nothing=False)
+    expect_error(tmp, "too few records for validation", ["--text", p("good.txt"), "--val-docs", 2],
+                 ["--val-docs 2", "none would be left"])
+    # the datasets package hidden behind a module that fails to import, as where it is not installed
+    shadow = os.path.join(tmp, "no_datasets")
+    os.makedirs(shadow)
+    open(os.path.join(shadow, "datasets.py"), "w").write("raise ImportError('no datasets here')\n")
+    env = dict(os.environ, PYTHONPATH=shadow)
+    done = subprocess.run(command(["--hf-dataset", "HuggingFaceFW/fineweb-edu", "--out", os.path.join(tmp, "hf")]),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    nothing = not os.path.exists(os.path.join(tmp, "hf"))
+    check(done.returncode == 1 and "pip install datasets" in done.stdout and nothing,
+          "--hf-dataset without the datasets package: exit status 1, the message says to install it, nothing written")
+
+
+def main():
+    shared = sys.argv[1]
+    shakespeare = open(os.path.join(shared, "tinyshakespeare.txt"), encoding="utf-8").read()
+    tokenizer = os.path.join(shared, "llama3_tokenizer.model")
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        check(False, "pyarrow is importable (scripts/install_deps.sh installs it)")
+        return 1
+    with tempfile.TemporaryDirectory() as tmp:
+        inputs, records = write_corpus(tmp, shakespeare)
+        check_tokens(tmp, inputs, records, "byte", "byte", lambda text: list(text.encode("utf-8")))
+        check_tokens(tmp, inputs, records, "llama3", tokenizer, llama3_encoder(tokenizer))
+        check_large(tmp, shakespeare, tokenizer)
+        check_sections_across_chunks()
+        check_other_inputs(tmp, text_records(shakespeare[:20000].encode()))
+        check_errors(tmp)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

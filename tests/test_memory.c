@@ -1,0 +1,129 @@
+/* test_memory.c: the memory preflight on the CPU. model_memory's estimate against the bytes the CPU backend really
+ * allocates (its counting allocator: buffers and every op's scratch) for shapes where different ops need the most
+ * scratch, with 1, 2 and 3 threads (memory_check.h); a config beyond any machine saturates instead of wrapping around;
+ * and the host's available memory read from MemAvailable and the cgroup limits (v2 and v1, with parents and page
+ * cache) of fake /proc and /sys/fs/cgroup trees. */
+#include <omp.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+#include "kernels/cpu/cpu_internal.h"
+#include "tests/memory_check.h"
+
+/* ---------------------------------------------------------------- the estimate against the backend */
+
+typedef struct CpuCase {
+    MemoryCase c;
+    int threads;
+} CpuCase;
+
+static void cpu_case(const void *arg) {
+    const CpuCase *cc = arg;
+    omp_set_dynamic(0); /* every parallel region runs its threads, as the estimate counts them */
+    omp_set_num_threads(cc->threads);
+    memory_case_run(&kernels_cpu, &cc->c, 0.0);
+}
+
+static int test_estimates(void) {
+    const CpuCase cases[] = {
+        /* the LM head's [M, V] gradient needs the most scratch (as in every config that trains anything) */
+        {{"tiny config shape, 2 threads", memory_case_config(128, 384, 4, 4, 2, 32, 256, 1), 4, 64, 1}, 2},
+        {{"small untied model, ragged batch, 3 threads, 2 micro-batches", memory_case_config(24, 40, 2, 4, 2, 6, 37, 0),
+          3, 5, 2},
+         3},
+        {{"large vocabulary, 1 thread", memory_case_config(16, 24, 1, 2, 1, 8, 5000, 1), 2, 16, 1}, 1},
+        /* one row and a wide SwiGLU: the SwiGLU backward's per-thread rows need the most */
+        {{"one token, F 20000, 3 threads", memory_case_config(8, 20000, 1, 2, 2, 4, 2, 1), 1, 1, 1}, 3},
+    };
+    int failed = 0;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) failed |= memory_in_child(cpu_case, &cases[i]);
+    return failed;
+}
+
+static void test_saturation(void) {
+    /* the largest widths, layers, vocabulary and batch that the config's ranges allow */
+    const ModelConfig c = memory_case_config(1 << 16, 1 << 20, 1024, 32, 8, 1024, 1 << 24, 0);
+    ModelMemory mem;
+    CHECK(model_memory(&c, &kernels_cpu, 1 << 20, 1 << 11, &mem) == 0 && mem.total == SIZE_MAX &&
+              mem.activations == SIZE_MAX && mem.params == (size_t)config_num_parameters(&c) * 8,
+          "a config beyond any machine: the estimate saturates at SIZE_MAX (params %zu bytes exact)", mem.params);
+    const ModelConfig issue = memory_case_config(4096, 384, 4, 32, 8, 128, 1 << 24, 1);
+    CHECK(model_memory(&issue, &kernels_cpu, 8, 256, &mem) == 0 && mem.params == (size_t)config_num_parameters(&issue) * 8 &&
+              mem.adam == mem.params && mem.grads == mem.params / 2 + 4 * 4 * sizeof(double) &&
+              mem.total > ((size_t)1 << 40),
+          "the issue's example: %.1f GiB (params %.1f, workspace %.1f)", mem.total / 1073741824.0,
+          mem.params / 1073741824.0, mem.workspace / 1073741824.0);
+}
+
+/* ---------------------------------------------------------------- available host memory */
+
+static char root[256];
+
+static void put(const char *rel, const char *text) {
+    char path[512], dir[512];
+    snprintf(path, sizeof(path), "%s/%s", root, rel);
+    for (char *s = strchr(path + strlen(root) + 1, '/'); s; s = strchr(s + 1, '/')) {
+        snprintf(dir, sizeof(dir), "%.*s", (int)(s - path), path);
+        mkdir(dir, 0755);
+    }
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fclose(f) != 0) {
+        printf("FAIL cannot write %s\n", path);
+        exit(1);
+    }
+}
+
+static size_t available(void) {
+    char proc[300], cg[300];
+    snprintf(proc, sizeof(proc), "%s/proc", root);
+    snprintf(cg, sizeof(cg), "%s/cgroup", root);
+    return cpu_host_available_bytes(proc, cg);
+}
+
+static void test_available(void) {
+    const size_t GiB = (size_t)1 << 30;
+    snprintf(root, sizeof(root), "/tmp/test_memory_XXXXXX");
+    if (!mkdtemp(root)) {
+        CHECK(0, "mkdtemp");
+        return;
+    }
+    put("proc/meminfo", "MemTotal:       16000000 kB\nMemFree:          100 kB\nMemAvailable:    8388608 kB\n");
+    CHECK(available() == 8 * GiB, "MemAvailable alone: %zu bytes (8 GiB)", available());
+
+    /* cgroup v2: no limit at /a/b, 2 GiB at /a with 1.5 GiB used of which 0.25 GiB is reclaimable page cache */
+    put("proc/self/cgroup", "0::/a/b\n");
+    put("cgroup/a/b/memory.max", "max\n");
+    put("cgroup/a/b/memory.current", "1000\n");
+    put("cgroup/a/memory.max", "2147483648\n");
+    put("cgroup/a/memory.current", "1610612736\n");
+    put("cgroup/a/memory.stat", "anon 1342177280\nfile 268435456\ninactive_file 268435456\n");
+    CHECK(available() == 3 * GiB / 4, "cgroup v2, a parent's limit: %zu bytes (2 GiB - (1.5 - 0.25) GiB)",
+          available());
+    put("cgroup/a/b/memory.max", "104857600\n"); /* 100 MiB at the process's own cgroup */
+    CHECK(available() == 104857600 - 1000, "cgroup v2, its own limit: %zu bytes", available());
+    put("cgroup/a/b/memory.current", "209715200\n");
+    CHECK(available() == 0, "cgroup v2, usage above the limit: 0 bytes available (%zu)", available());
+
+    /* cgroup v1: the memory controller's line; the root's "no limit" is ignored */
+    put("proc/self/cgroup", "5:cpu,cpuacct:/x\n4:memory:/x\n0::/\n");
+    put("cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
+    put("cgroup/memory/memory.usage_in_bytes", "5000000000\n");
+    put("cgroup/memory/x/memory.limit_in_bytes", "1073741824\n");
+    put("cgroup/memory/x/memory.usage_in_bytes", "536870912\n");
+    put("cgroup/memory/x/memory.stat", "cache 0\ninactive_file 9\ntotal_inactive_file 134217728\n");
+    CHECK(available() == GiB / 2 + GiB / 8, "cgroup v1: %zu bytes (1 GiB - (0.5 - 0.125) GiB)", available());
+
+    const size_t real = kernels_cpu.available_bytes();
+    CHECK(real > 0 && real < SIZE_MAX, "this machine: %.2f GiB of host memory available", real / (double)GiB);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+    if (system(cmd) != 0) printf("# could not remove %s\n", root);
+}
+
+int main(void) {
+    const int failed = test_estimates();
+    test_saturation();
+    test_available();
+    const int rc = test_summary();
+    return rc || failed;
+}
