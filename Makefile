@@ -1,7 +1,21 @@
 # Makefile: builds ./train (CPU backend always; the CUDA backend when nvcc is found and kernels/cuda exists),
 # the tests (make test), the fuzz harnesses (make fuzz, make fuzz-ci) and the default dataset (make data).
+# SANITIZE=1 builds the trainer and the CPU tests with AddressSanitizer + UndefinedBehaviorSanitizer into build-san/
+# (CPU only), and make test runs the suite on those.
 
 CC      ?= gcc
+SANITIZE ?= 0
+ifeq ($(SANITIZE),1)
+  override USE_CUDA := 0
+  BUILD     := build-san
+  TRAIN_BIN := $(BUILD)/train
+  CFLAGS    := -O2 -g -march=native -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+  # The runtimes linked statically: only then does UBSan (beside ASan) write its reports to UBSAN_OPTIONS' log_path.
+  LDLIBS    += -static-libasan -static-libubsan
+else
+  BUILD     := build
+  TRAIN_BIN := train
+endif
 CFLAGS  ?= -O3 -march=native
 CFLAGS  += -std=c11 -fopenmp -Wall -Wextra -Wno-unused-parameter -I. -D_GNU_SOURCE
 LDLIBS  += -lcjson -lz -lm -fopenmp
@@ -15,62 +29,65 @@ CUDA_SRC := $(wildcard kernels/cuda/*.cu kernels/cuda/*/*.cu)
 USE_CUDA ?= $(if $(and $(shell command -v $(NVCC) 2>/dev/null),$(CUDA_SRC)),1,0)
 
 LIB_SRC := $(wildcard model/*.c) $(wildcard data/*.c) $(wildcard kernels/cpu/*.c)
-LIB_OBJ := $(patsubst %.c,build/%.o,$(LIB_SRC))
+LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 ifeq ($(USE_CUDA),1)
   # Hopper only (sm_90a); the libraries come from the toolkit next to nvcc.
   CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
   NVCCFLAGS ?= -O3 -gencode arch=compute_90a,code=sm_90a -std=c++20 -lineinfo
   NVCCFLAGS += -I. -DWITH_CUDA -Xcompiler -Wall -Xptxas -warn-spills
   CFLAGS  += -DWITH_CUDA
-  LIB_OBJ += $(patsubst %.cu,build/%.o,$(CUDA_SRC))
+  LIB_OBJ += $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_SRC))
   LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib \
              -lcudart -lcublas -lcublasLt -lcurand -lstdc++
 endif
 
 TEST_SRC  := $(wildcard tests/test_*.c)
-TEST_BINS := $(patsubst tests/%.c,build/tests/%,$(TEST_SRC))
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(TEST_SRC))
+# Programs the shell tests call (not tests themselves).
+TEST_TOOLS := $(BUILD)/tests/verify_checkpoints
 GPU_TEST_SRC  := $(wildcard tests/gpu/*.c)
-GPU_TEST_BINS := $(patsubst tests/gpu/%.c,build/tests/gpu/%,$(GPU_TEST_SRC))
+GPU_TEST_BINS := $(patsubst tests/gpu/%.c,$(BUILD)/tests/gpu/%,$(GPU_TEST_SRC))
 # The engine's own GPU test and benchmark (CUDA C++ that instantiates the engine with its test programs).
 ifeq ($(USE_CUDA),1)
-  GPU_TEST_BINS += $(patsubst tests/gpu/%.cu,build/tests/gpu/%,$(wildcard tests/gpu/*.cu))
+  GPU_TEST_BINS += $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/*.cu))
 endif
 
 .PHONY: all test test-gpu gpu-tests fuzz fuzz-ci fuzz-build fuzz-seeds data deps clean
-all: train
+all: $(TRAIN_BIN)
 
-build/%.o: %.c $(wildcard */*.h */*/*.h)
+$(BUILD)/%.o: %.c $(wildcard */*.h */*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
-build/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h kernels/cuda/*.cuh kernels/cuda/*/*.h kernels/cuda/*/*.cuh)
+$(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h kernels/cuda/*.cuh kernels/cuda/*/*.h kernels/cuda/*/*.cuh)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -c $< -o $@
 
-build/libtrainer.a: $(LIB_OBJ)
+$(BUILD)/libtrainer.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
-train: build/train.o build/libtrainer.a
+$(TRAIN_BIN): $(BUILD)/train.o $(BUILD)/libtrainer.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
-build/tests/%: tests/%.c build/libtrainer.a $(wildcard tests/*.h)
-	@mkdir -p build/tests
-	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainer.a $(wildcard tests/*.h)
+	@mkdir -p $(BUILD)/tests
+	$(CC) $(CFLAGS) $< $(BUILD)/libtrainer.a -o $@ $(LDLIBS)
 
-build/tests/gpu/%: tests/gpu/%.c build/libtrainer.a $(wildcard tests/*.h) $(wildcard tests/gpu/*.h)
-	@mkdir -p build/tests/gpu
-	$(CC) $(CFLAGS) $< build/libtrainer.a -o $@ $(LDLIBS)
+$(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libtrainer.a $(wildcard tests/*.h) $(wildcard tests/gpu/*.h)
+	@mkdir -p $(BUILD)/tests/gpu
+	$(CC) $(CFLAGS) $< $(BUILD)/libtrainer.a -o $@ $(LDLIBS)
 
-build/tests/gpu/%: tests/gpu/%.cu build/libtrainer.a $(wildcard kernels/cuda/*/*.cuh kernels/cuda/*/*.h) tests/test_util.h $(wildcard tests/gpu/*.h)
-	@mkdir -p build/tests/gpu
-	$(NVCC) $(NVCCFLAGS) $< build/libtrainer.a -o $@ -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/lib -lcublas -lcurand
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/libtrainer.a $(wildcard kernels/cuda/*/*.cuh kernels/cuda/*/*.h) tests/test_util.h $(wildcard tests/gpu/*.h)
+	@mkdir -p $(BUILD)/tests/gpu
+	$(NVCC) $(NVCCFLAGS) $< $(BUILD)/libtrainer.a -o $@ -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/lib -lcublas -lcurand
 
-# Every CPU test; the last line is "N passed, N failed".
-test: train $(TEST_BINS)
-	bash tests/run_cpu_tests.sh
+# Every CPU test; the last line is "N passed, N failed". With SANITIZE=1 the suite runs the sanitized binaries: the
+# runner counts each sanitizer report as a failure, and the scripts shorten their long runs (saying so).
+test: $(TRAIN_BIN) $(TEST_BINS) $(TEST_TOOLS)
+	TRAIN=$(TRAIN_BIN) BUILD_DIR=$(BUILD) SANITIZE=$(SANITIZE) bash tests/run_cpu_tests.sh
 
 # The GPU tests and benchmark programs, built without running them (what CI can do without a GPU).
-gpu-tests: train $(GPU_TEST_BINS)
+gpu-tests: $(TRAIN_BIN) $(GPU_TEST_BINS)
 ifneq ($(USE_CUDA),1)
 	@echo "gpu-tests: no CUDA build (nvcc not found or USE_CUDA=0)"; exit 1
 endif
@@ -144,4 +161,4 @@ data:
 	else echo "no Llama 3 tokenizer file (set TOKENIZER=path/to/tokenizer.model): skipped the Llama 3 shards"; fi
 
 clean:
-	rm -rf build train
+	rm -rf build build-san train

@@ -127,17 +127,23 @@ int sample_generate(Model *m, const Tokenizer *tok, int32_t *ids, int n, const S
     return g;
 }
 
-/* A SampleSink into a NUL-terminated buffer, truncating at its capacity. */
+/* A SampleSink into a NUL-terminated buffer, truncating at its capacity. A NUL byte (the byte vocabulary has one) is
+ * written as U+FFFD, as a byte that is not UTF-8 is in the log, so that the text does not end there. */
 typedef struct TextBuffer {
     char *out;
     size_t cap, len;
 } TextBuffer;
 
 static void append_piece(const char *piece, size_t n, void *ctx) {
+    static const char replacement[] = "\xEF\xBF\xBD";
     TextBuffer *b = ctx;
-    if (b->len + n >= b->cap) n = b->cap - 1 - b->len;
-    memcpy(b->out + b->len, piece, n);
-    b->len += n;
+    for (size_t i = 0; i < n; i++) {
+        const char *bytes = piece[i] ? piece + i : replacement;
+        size_t count = piece[i] ? 1 : sizeof(replacement) - 1;
+        if (b->len + count >= b->cap) break;
+        memcpy(b->out + b->len, bytes, count);
+        b->len += count;
+    }
     b->out[b->len] = 0;
 }
 

@@ -1,7 +1,8 @@
 # shell_helpers.sh: sourced by the shell tests: they run from the repository root with a temporary directory $TMP
-# that is removed on exit, print PASS and FAIL lines, and check bad input with expect_fail.
+# that is removed on exit, run the trainer $TRAIN, print PASS and FAIL lines, and check bad input with expect_fail.
 set -u
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+TRAIN="${TRAIN:-$(pwd)/train}" # tests/run_cpu_tests.sh passes it (under SANITIZE=1, the sanitized trainer)
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 pass() { echo "PASS $*"; }

@@ -2,7 +2,6 @@
 # test_cli.sh: ./train's command line and its handling of bad input: each bad config, flag or shard must give a clear
 # message (naming the file, key or flag) and a nonzero exit, and must not damage an existing run. Run from the repo root.
 source "$(dirname "$0")/shell_helpers.sh"
-TRAIN=./train
 
 # make_shard PATH MAGIC VERSION DTYPE N_HEADER N_TOKENS [TRUNCATE_BYTES] [MAX_ID]
 make_shard() {

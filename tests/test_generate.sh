@@ -13,11 +13,10 @@
 #     256 ids, and a clear error for another vocabulary without one or a tokenizer larger than the vocabulary;
 #   - bad use (a missing directory, one that is neither a model nor a run, --generate with -c or --resume).
 source "$(dirname "$0")/shell_helpers.sh"
-ROOT=$(pwd)
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 SHARED="${SHARED_DATA:-../shared/data}"
 [ -f "$SHARED/tinyshakespeare.txt" ] || { fail "no text at $SHARED/tinyshakespeare.txt (set SHARED_DATA)"; exit 1; }
-[ -x ./train ] || { fail "no ./train (run make)"; exit 1; }
+[ -x "$TRAIN" ] || { fail "no $TRAIN (run make)"; exit 1; }
 
 head -c 20000 "$SHARED/tinyshakespeare.txt" >"$TMP/text.txt"
 python3 scripts/prepare_data.py --tokenizer byte --text "$TMP/text.txt" --out "$TMP/data" >"$TMP/prep.log" 2>&1 ||
@@ -30,7 +29,7 @@ cat >"$TMP/small.json" <<EOF
  "initializer_range": 0.3, "train_data": "$TMP/data/train_*.bin", "tokenizer": "byte", "device": "cpu",
  "batch_size": 4, "seq_len": 64, "steps": 2, "learning_rate": 1e-2, "checkpoint_every": 1, "keep_last": 0}
 EOF
-./train -c "$TMP/small.json" -o "$TMP/run" >"$TMP/train.log" 2>&1 ||
+"$TRAIN" -c "$TMP/small.json" -o "$TMP/run" >"$TMP/train.log" 2>&1 ||
     { fail "training: $(tail -3 "$TMP/train.log")"; exit 1; }
 CKPT="$TMP/run/step_00000002"
 PROMPT="ROMEO:"
@@ -41,7 +40,7 @@ ASK=(--sample-prompt "$PROMPT" --sample-tokens $N)
 gen() {
     local name=$1
     shift
-    ./train --generate "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    "$TRAIN" --generate "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
 }
 check() { python3 tests/generate_check.py "$@"; }
 # show FILE [N]: its first N bytes (default 50) printable on one line.
@@ -125,7 +124,7 @@ fi
 # 4. Nothing is written: run from an empty directory, and the run's files stay as they were.
 mkdir "$TMP/cwd"
 before=$(cd "$TMP/run" && find . -type f -exec md5sum {} + | sort)
-(cd "$TMP/cwd" && "$ROOT/train" --generate "$TMP/run" --sample-prompt "$PROMPT" --sample-tokens 20 >/dev/null 2>&1)
+(cd "$TMP/cwd" && "$TRAIN" --generate "$TMP/run" --sample-prompt "$PROMPT" --sample-tokens 20 >/dev/null 2>&1)
 after=$(cd "$TMP/run" && find . -type f -exec md5sum {} + | sort)
 if [ -z "$(ls -A "$TMP/cwd")" ] && [ "$before" = "$after" ]; then
     pass "--generate writes nothing (no run directory; the run's files unchanged)"
@@ -136,10 +135,10 @@ fi
 # 5. Tokenizers. A 300-id vocabulary has no default; --tokenizer byte fits it; the Llama 3 file beside the weights
 # of a 128256-id model is found there; a tokenizer larger than the vocabulary is refused.
 edit_json "$TMP/small.json" "$TMP/v300.json" "c['vocab_size'] = 300"
-./train -c "$TMP/v300.json" -n 0 -o "$TMP/v300" >"$TMP/v300.log" 2>&1 ||
+"$TRAIN" -c "$TMP/v300.json" -n 0 -o "$TMP/v300" >"$TMP/v300.log" 2>&1 ||
     fail "-n 0 of the 300-id model: $(tail -2 "$TMP/v300.log")"
 expect_fail "a 300-id model without a tokenizer" \
-    "no tokenizer: no tokenizer.model beside the weights.*300 ids.*--tokenizer" ./train --generate "$TMP/v300"
+    "no tokenizer: no tokenizer.model beside the weights.*300 ids.*--tokenizer" "$TRAIN" --generate "$TMP/v300"
 if gen v300 "$TMP/v300" --sample-prompt "$PROMPT" --sample-tokens 5 --tokenizer byte &&
     grep -q "tokenizer byte" "$TMP/v300.err"; then
     pass "--tokenizer byte on a 300-id model"
@@ -150,11 +149,11 @@ LLAMA3="$SHARED/llama3_tokenizer.model"
 if [ -f "$LLAMA3" ]; then
     expect_fail "a tokenizer larger than the model's vocabulary" \
         "tokenizer .* has 128256 tokens but the model's vocab_size is 300" \
-        ./train --generate "$TMP/v300" --tokenizer "$LLAMA3"
+        "$TRAIN" --generate "$TMP/v300" --tokenizer "$LLAMA3"
     edit_json "$TMP/small.json" "$TMP/l3.json" \
         "c.update(vocab_size=128256, hidden_size=32, intermediate_size=64, num_hidden_layers=1)"
     L3="$TMP/l3/step_00000000"
-    if ./train -c "$TMP/l3.json" -n 0 -o "$TMP/l3" >"$TMP/l3.log" 2>&1 && cp "$LLAMA3" "$L3/tokenizer.model" &&
+    if "$TRAIN" -c "$TMP/l3.json" -n 0 -o "$TMP/l3" >"$TMP/l3.log" 2>&1 && cp "$LLAMA3" "$L3/tokenizer.model" &&
         gen l3 "$L3" --sample-prompt "Hello world" --sample-tokens 5 --temperature 0 &&
         grep -q "tokenizer $L3/tokenizer.model" "$TMP/l3.err" && [ "$(head -c 11 "$TMP/l3.out")" = "Hello world" ] &&
         [ "$(wc -c <"$TMP/l3.out")" -gt 12 ]; then
@@ -168,10 +167,10 @@ fi
 
 # 6. Bad use.
 mkdir "$TMP/empty"
-expect_fail "a missing directory" "--generate: $TMP/nope is not a directory" ./train --generate "$TMP/nope"
+expect_fail "a missing directory" "--generate: $TMP/nope is not a directory" "$TRAIN" --generate "$TMP/nope"
 expect_fail "a directory that is neither a model nor a run" \
-    "$TMP/empty holds neither a config.json.*nor a complete checkpoint" ./train --generate "$TMP/empty"
+    "$TMP/empty holds neither a config.json.*nor a complete checkpoint" "$TRAIN" --generate "$TMP/empty"
 expect_fail "--generate with -c" "takes the model from DIR: it does not go with -c" \
-    ./train --generate "$CKPT" -c "$TMP/small.json"
-expect_fail "--generate with --resume" "it does not go with --resume" ./train --generate "$CKPT" --resume -o "$TMP/run"
-expect_fail "--generate without a directory" "flag --generate needs a directory" ./train --generate
+    "$TRAIN" --generate "$CKPT" -c "$TMP/small.json"
+expect_fail "--generate with --resume" "it does not go with --resume" "$TRAIN" --generate "$CKPT" --resume -o "$TMP/run"
+expect_fail "--generate without a directory" "flag --generate needs a directory" "$TRAIN" --generate

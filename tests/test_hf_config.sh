@@ -5,7 +5,7 @@
 # form agrees with --init-from in the other; a directory whose config gives both forms disagreeing is refused, naming
 # both keys. The directories are ./train's own exports (-n 0), with config.json rewritten here. Run from the repo root.
 source "$(dirname "$0")/shell_helpers.sh"
-[ -x ./train ] || { fail "no ./train (run make)"; exit 1; }
+[ -x "$TRAIN" ] || { fail "no $TRAIN (run make)"; exit 1; }
 
 python3 - "$TMP/data" <<'EOF'
 import os, struct, sys
@@ -44,13 +44,13 @@ for rope in llama3 plain; do
     else
         config $rope '"rope_theta": 250000.0'
     fi
-    if ! ./train -c "$TMP/$rope.json" -n 0 -s 7 -o "$TMP/v4_$rope" >"$TMP/log" 2>&1; then
+    if ! "$TRAIN" -c "$TMP/$rope.json" -n 0 -s 7 -o "$TMP/v4_$rope" >"$TMP/log" 2>&1; then
         fail "$rope: ./train -n 0: $(tail -2 "$TMP/log" | tr '\n' ' ')"
         continue
     fi
     v4="$TMP/v4_$rope/step_00000000"
     to_v5 "$v4" "$TMP/v5dir_$rope"
-    if ./train --init-from "$TMP/v5dir_$rope" -i "$TMP/data/train_*.bin" -t 32 -n 0 -o "$TMP/v5_$rope" \
+    if "$TRAIN" --init-from "$TMP/v5dir_$rope" -i "$TMP/data/train_*.bin" -t 32 -n 0 -o "$TMP/v5_$rope" \
         >"$TMP/log" 2>&1; then
         if cmp -s "$v4/model.safetensors" "$TMP/v5_$rope/step_00000000/model.safetensors" &&
             cmp -s "$v4/config.json" "$TMP/v5_$rope/step_00000000/config.json"; then
@@ -61,7 +61,7 @@ for rope in llama3 plain; do
     else
         fail "$rope: --init-from a transformers 5 config: $(tail -2 "$TMP/log" | tr '\n' ' ')"
     fi
-    if ./train -c "$TMP/v5dir_$rope/config.json" --init-from "$v4" -i "$TMP/data/train_*.bin" -t 32 -n 0 \
+    if "$TRAIN" -c "$TMP/v5dir_$rope/config.json" --init-from "$v4" -i "$TMP/data/train_*.bin" -t 32 -n 0 \
         -o "$TMP/mixed_$rope" >"$TMP/log" 2>&1; then
         pass "$rope: -c in transformers 5's form agrees with --init-from in transformers 4's"
     else
@@ -78,7 +78,7 @@ c = json.load(open(sys.argv[1]))
 c["rope_theta"] = 10000.0
 json.dump(c, open(sys.argv[2], "w"))
 EOF
-    ./train --init-from "$TMP/both" -i "$TMP/data/train_*.bin" -t 32 -n 0 -o "$TMP/both_run" >"$TMP/out" 2>"$TMP/err"
+    "$TRAIN" --init-from "$TMP/both" -i "$TMP/data/train_*.bin" -t 32 -n 0 -o "$TMP/both_run" >"$TMP/out" 2>"$TMP/err"
     rc=$?
     want="$TMP/both/config.json: rope_theta (10000) and rope_parameters.rope_theta (500000) disagree"
     if [ $rc -ne 0 ] && grep -qF "$want" "$TMP/err" && [ ! -e "$TMP/both_run" ]; then

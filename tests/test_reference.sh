@@ -30,7 +30,8 @@ if ! "$PY" -c "import torch, numpy" 2>"$TMP/err"; then
     fail "the PyTorch reference needs torch and numpy ($(tail -1 "$TMP/err")); scripts/install_deps.sh installs them"
     exit 1
 fi
-[ -x ./train ] || { fail "no ./train (run make)"; exit 1; }
+TRAIN="${TRAIN:-./train}"
+[ -x "$TRAIN" ] || { fail "no $TRAIN (run make)"; exit 1; }
 start=$(date +%s)
 
 head -c 26000 "$TEXT" >"$TMP/text.txt"
@@ -64,7 +65,7 @@ EOF
 init() {
     local name=$1 cfg=$2
     shift 2
-    if ./train -c "$cfg" -n 0 -o "$TMP/$name" "$@" >"$TMP/$name.log" 2>&1 && [ -f "$TMP/$name/step_00000000/model.safetensors" ]; then
+    if "$TRAIN" -c "$cfg" -n 0 -o "$TMP/$name" "$@" >"$TMP/$name.log" 2>&1 && [ -f "$TMP/$name/step_00000000/model.safetensors" ]; then
         return 0
     fi
     fail "./train -n 0 did not write $name/step_00000000 ($(tail -2 "$TMP/$name.log" | tr '\n' ' ')); using the Python fixture instead"
@@ -76,7 +77,7 @@ init() {
 run_train() {
     local name=$1 cfg=$2
     shift 2
-    if ./train -c "$cfg" -o "$TMP/$name" "$@" >"$TMP/$name.log" 2>&1; then
+    if "$TRAIN" -c "$cfg" -o "$TMP/$name" "$@" >"$TMP/$name.log" 2>&1; then
         return 0
     fi
     fail "./train -c $cfg $*: $(tail -3 "$TMP/$name.log" | tr '\n' ' ')"

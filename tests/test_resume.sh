@@ -10,11 +10,11 @@
 # - SIGINT: the step finishes, a checkpoint is written, exit 0, and --resume continues bit-exactly;
 # - --steps 0 writes the initial weights; --init-from that checkpoint gives bitwise the same master weights, and
 #   through a BF16 export the bf16-rounded ones.
-# state.bin is parsed here by an independent reader of the documented layout (model/state_file.h), CRCs included.
+# state.bin is parsed by an independent reader of the documented layout (tests/run_compare.py), CRCs included.
 set -u
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
-TRAIN=$(pwd)/train
+TRAIN=${TRAIN:-$(pwd)/train}
 # Small shapes: one thread is faster than two on a busy 2-core machine, and determinism does not depend on it.
 export OMP_NUM_THREADS=1
 pass() { echo "PASS $*"; }
@@ -41,50 +41,7 @@ SMALL=(-c "$TMP/small.json")
 # same_run A B [plain]: the two runs' logs agree record by record (all but the timings; unless plain, they hold
 # validation losses and samples) and their last checkpoints hold the same model.safetensors and the same state
 # (every section but the config, which names the run directory).
-same_run() {
-    python3 - "$1" "$2" "${3:-}" <<'EOF'
-import json, struct, sys, zlib, os
-def log(run):
-    recs = []
-    for line in open(f"{run}/log.jsonl", encoding="utf-8"):
-        r = json.loads(line)
-        r.pop("ms", None); r.pop("tokens_per_s", None)
-        recs.append(r)
-    return recs
-def state(path):
-    b = open(path, "rb").read()
-    assert b[:8] == b"L3STATE\0", "magic"
-    assert struct.unpack_from("<I", b, 64)[0] == zlib.crc32(b[:64]), "header crc"
-    version, n_sections, step, n_params = struct.unpack_from("<IIQQ", b, 8)
-    at, out = 72, {"step": step}
-    for _ in range(n_sections):
-        name = b[at:at + 16].rstrip(b"\0").decode()
-        n, zero, hcrc = struct.unpack_from("<QII", b, at + 16)
-        assert hcrc == zlib.crc32(b[at:at + 28]), name + " header crc"
-        payload = b[at + 32:at + 32 + n]
-        assert struct.unpack_from("<I", b, at + 32 + n)[0] == zlib.crc32(payload), name + " crc"
-        out[name] = payload
-        at += 32 + n + 4
-    assert at == len(b), "trailing bytes"
-    return out
-def last_ckpt(run):
-    return f"{run}/" + max(d for d in os.listdir(run) if d.startswith("step_"))
-a, b = sys.argv[1], sys.argv[2]
-la, lb = log(a), log(b)
-plain = sys.argv[3] == "plain"
-ok_log = la == lb and (plain or (any("val_loss" in r for r in la) and any("sample" in r for r in la)))
-ca, cb = last_ckpt(a), last_ckpt(b)
-sa, sb = state(f"{ca}/state.bin"), state(f"{cb}/state.bin")
-keys = ["step", "master", "adam_m", "adam_v", "data_position", "sampler_rng"]
-ok_state = all(sa[k] == sb[k] for k in keys)
-ok_model = open(f"{ca}/model.safetensors", "rb").read() == open(f"{cb}/model.safetensors", "rb").read()
-losses = [r["loss"] for r in la if "loss" in r]
-what = "losses, norms, lr" + ("" if plain else ", val losses, samples")
-print(("PASS" if ok_log else "FAIL") + f" {len(la)} log records identical ({what}); last loss {losses[-1] if losses else None}")
-print(("PASS" if ok_state else "FAIL") + f" {os.path.basename(ca)}: master weights, Adam m and v, data position, sampler state identical")
-print(("PASS" if ok_model else "FAIL") + " model.safetensors identical byte for byte")
-EOF
-}
+same_run() { python3 "$(dirname "$0")/run_compare.py" "$1" "$2" "${3:-}"; }
 
 # snapshot DIR: a listing of every file under DIR with its checksum.
 snapshot() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 sha256sum); }
