@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """step_kernels.py: the kernels of one training step and their GPU time, from Nsight Compute's CSV of a short run
-(kernel duration only), grouped by kernel and sorted by total time, as a Markdown table. The step is the last one
-in the log: the kernels after the previous step's two AdamW launches, through the last step's.
+(kernel duration only): first a summary by kind of kernel (one column per file), then each file's kernels grouped
+by name and sorted by total time, as Markdown tables. The step is the last one in the log: the kernels after the
+previous step's two AdamW launches, through the last step's.
 
     ncu --metrics gpu__time_duration.sum --csv --clock-control none --cache-control none \\
         ./train -c configs/llama3_1b.json -n 2 --eval-every 0 --sample-every 0 -d cuda --fusion on -o /tmp/x > on.csv
@@ -37,11 +38,45 @@ def last_step(rows):
     return rows[adamw[-3] + 1: adamw[-1] + 1]
 
 
+# Kinds of kernel, by name (the first that matches).
+KINDS = [
+    ("GEMMs (fused: with their epilogue programs)", r"ge_kernel|nvjet|gemm|cutlass|sm90_xmma"),
+    ("attention (forward, backward, its L/D prep)", r"attn_"),
+    ("row passes: RMSNorm, SwiGLU, RoPE, cross-entropy, column scale", r"norm_rows|norm_backward_rows|swiglu|rope_rows|"
+     r"cross_entropy|scale_cols"),
+    ("finishes and column sums: r, c, dgamma, the LM head's", r"row_sum|rms_finish|lm_finish|lm_zref|column_sum"),
+    ("global norm: sums of squares", r"sum_partial"),
+    ("embedding backward", r"embed_"),
+    ("AdamW", r"adamw"),
+    ("other", r""),
+]
+
+
+def kind(name):
+    return next(label for label, pattern in KINDS if re.search(pattern, name))
+
+
+def summary(paths, steps):
+    print("| kind | " + " | ".join(f"{p}: launches | ms" for p in paths) + " |")
+    print("| --- |" + " ---: | ---: |" * len(paths))
+    rows = []
+    for label, _ in KINDS:
+        cells = []
+        for step in steps:
+            mine = [ms for name, ms in step if kind(name) == label]
+            cells.append(f"{len(mine)} | {sum(mine):.1f}")
+        if any(not c.startswith("0 |") for c in cells):
+            rows.append(f"| {label} | " + " | ".join(cells) + " |")
+    print("\n".join(rows))
+    print("| total | " + " | ".join(f"{len(s)} | {sum(ms for _, ms in s):.1f}" for s in steps) + " |")
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
-    for path in sys.argv[1:]:
-        step = last_step(load(path))
+    steps = [last_step(load(path)) for path in sys.argv[1:]]
+    summary(sys.argv[1:], steps)
+    for path, step in zip(sys.argv[1:], steps):
         groups = defaultdict(lambda: [0, 0.0])
         for name, ms in step:
             key = re.sub(r"\(.*", "", name).strip()
