@@ -28,8 +28,15 @@ NVCC    ?= nvcc
 CUDA_SRC := $(wildcard kernels/cuda/*.cu kernels/cuda/*/*.cu)
 USE_CUDA ?= $(if $(and $(shell command -v $(NVCC) 2>/dev/null),$(CUDA_SRC)),1,0)
 
-LIB_SRC := $(wildcard model/*.c) $(wildcard data/*.c) $(wildcard kernels/cpu/*.c)
+# The library, lowest layer first (tests/test_layout.sh checks the include direction): util/ (file-system helpers),
+# data/ (shards, tokenizer, meta.json), kernels/cpu/, model/ (config, model, optimizer, sampler), persist/
+# (checkpoints, state.bin, safetensors, Hugging Face import/export, the run directory).
+LIB_SRC := $(wildcard util/*.c) $(wildcard data/*.c) $(wildcard kernels/cpu/*.c) $(wildcard model/*.c) \
+           $(wildcard persist/*.c)
 LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
+# The program's parts beside train.c (--help, --generate): linked into the trainer only, not into the library that
+# the tests link, so nothing in the library can call them.
+CLI_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(wildcard cli/*.c))
 ifeq ($(USE_CUDA),1)
   # Hopper only (sm_90a); the libraries come from the toolkit next to nvcc.
   CUDA_HOME ?= $(patsubst %/bin/,%,$(dir $(shell command -v $(NVCC))))
@@ -66,7 +73,7 @@ $(BUILD)/%.o: %.cu $(wildcard kernels/*.h kernels/cuda/*.h kernels/cuda/*.cuh ke
 $(BUILD)/libtrainer.a: $(LIB_OBJ)
 	ar rcs $@ $^
 
-$(TRAIN_BIN): $(BUILD)/train.o $(BUILD)/libtrainer.a
+$(TRAIN_BIN): $(BUILD)/train.o $(CLI_OBJ) $(BUILD)/libtrainer.a
 	$(CC) $(CFLAGS) $^ -o $@ $(LDLIBS)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainer.a $(wildcard tests/*.h)

@@ -2,7 +2,7 @@
  * Hugging Face weights with --init-from, or the newest checkpoint with --resume), and runs the loop: gradient
  * accumulation over micro-batches, clipped AdamW, a progress line (with the MFU on a known GPU) and a JSONL record
  * per step, validation loss and a text sample every N steps, checkpoints every N steps, at the end and on
- * SIGINT/SIGTERM. With --generate DIR it only prints text from a model (model/generate.h). */
+ * SIGINT/SIGTERM. With --generate DIR it only prints text from a model (cli/generate.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -14,23 +14,25 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/generate.h"
+#include "cli/train_help.h"
 #include "data/dataloader.h"
+#include "data/meta.h"
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
 #ifdef WITH_CUDA
 #include "kernels/cuda/fused/fused_ops.h"
 #endif
-#include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/flops.h"
-#include "model/fsutil.h"
-#include "model/generate.h"
-#include "model/hf_weights.h"
 #include "model/model.h"
 #include "model/optimizer.h"
-#include "model/run_dir.h"
 #include "model/sampler.h"
-#include "model/state_file.h"
+#include "persist/checkpoint.h"
+#include "persist/hf_weights.h"
+#include "persist/run_dir.h"
+#include "persist/state_file.h"
+#include "util/fsutil.h"
 
 #define ERRLEN 1024
 
@@ -356,7 +358,10 @@ int main(int argc, char **argv) {
     char err[ERRLEN];
     Config cfg;
     int rc = config_from_args(&cfg, argc, argv, err, sizeof(err));
-    if (rc == 1) return 0;
+    if (rc == 1) {
+        train_print_help(argv[0]);
+        return 0;
+    }
     if (rc) die("%s", err);
     if (cfg.train.generate[0]) {
         generate(&cfg.train);
@@ -384,7 +389,7 @@ int main(int argc, char **argv) {
     snprintf(cfg_path, sizeof(cfg_path), "%s/train_config.json", run_dir);
 
     /* The tokenizer only decodes samples; without one, sampling is off. */
-    if (config_resolve_tokenizer(t, err, sizeof(err))) die("%s", err);
+    if (meta_resolve_tokenizer(t->train_data, t->tokenizer, sizeof(t->tokenizer), err, sizeof(err))) die("%s", err);
     Tokenizer *tok = NULL;
     if (t->tokenizer[0]) {
         tok = tokenizer_open(t->tokenizer, err, sizeof(err));

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/fsutil.h"
+#include "util/fsutil.h"
 
 #define LLAMA3_NUM_RANKS 128000
 #define LLAMA3_NUM_SPECIAL 256

@@ -1,8 +1,9 @@
 /* config.c: reading the JSON config (Hugging Face LlamaConfig keys plus training keys), command-line flags that
- * override it, --help, validation, and writing the effective config back as JSON.
+ * override it, validation, and writing the effective config back as JSON.
  *
  * One table describes every option (its JSON key, flag, type, range and help), so the file parser, the flag parser,
- * --help and the JSON writer cannot disagree. */
+ * --help (cli/train_help.c), the JSON writer and the Hugging Face config.json (persist/hf_config.c) cannot disagree;
+ * those two read it through model/config_options.h. */
 #include "model/config.h"
 
 #include <cjson/cJSON.h>
@@ -13,30 +14,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/config_options.h"
 #include "model/config_rope.h"
-#include "model/fsutil.h"
-
-typedef enum { OPT_INT, OPT_INT64, OPT_DOUBLE, OPT_BOOL, OPT_STRING } OptType;
-
-typedef struct Option {
-    const char *key;     /* JSON key; the long flag is the key with '-' for '_' */
-    char short_flag;     /* 0 = none */
-    OptType type;
-    int is_model;        /* 1: a field of ModelConfig (an HF key), 0: of TrainConfig */
-    size_t offset;       /* offset of the field in its struct */
-    size_t size;         /* OPT_STRING: buffer size */
-    double min, max;     /* numeric range, inclusive */
-    const char *choices; /* OPT_STRING: "a|b|c" or NULL for any */
-    const char *def;     /* default value as a flag would give it; NULL: none (required or derived) */
-    const char *help;
-} Option;
+#include "util/fsutil.h"
 
 #define M_(field) 1, offsetof(ModelConfig, field), 0
 #define T_(field) 0, offsetof(TrainConfig, field), 0
 #define TS_(field) 0, offsetof(TrainConfig, field), sizeof(((TrainConfig *)0)->field)
 #define BIG 1e18
 
-static const Option OPTIONS[] = {
+const Option CONFIG_OPTIONS[] = {
     /* model: Hugging Face LlamaConfig keys */
     {"hidden_size", 0, OPT_INT, M_(hidden_size), 1, 1 << 16, NULL, NULL, "model width D"},
     {"intermediate_size", 0, OPT_INT, M_(intermediate_size), 1, 1 << 20, NULL, NULL, "SwiGLU width F"},
@@ -94,7 +81,7 @@ static const Option OPTIONS[] = {
     {"init_from", 0, OPT_STRING, TS_(init_from), 0, 0, NULL, "",
      "start from Hugging Face weights: DIR with config.json and model.safetensors (or a sharded index)"},
 };
-#define N_OPTIONS ((int)(sizeof(OPTIONS) / sizeof(OPTIONS[0])))
+const int CONFIG_N_OPTIONS = (int)(sizeof(CONFIG_OPTIONS) / sizeof(CONFIG_OPTIONS[0]));
 
 /* Hugging Face keys that do not change the computation here: accepted and ignored. */
 static const char *IGNORED_KEYS[] = {"architectures", "model_type", "torch_dtype", "dtype", "transformers_version",
@@ -104,13 +91,13 @@ static const char *IGNORED_KEYS[] = {"architectures", "model_type", "torch_dtype
 static void *option_field(const Option *o, Config *cfg) {
     return o->is_model ? (char *)&cfg->model + o->offset : (char *)&cfg->train + o->offset;
 }
-static const void *option_field_c(const Option *o, const Config *cfg) {
+const void *config_option_field_c(const Option *o, const Config *cfg) {
     return o->is_model ? (const char *)&cfg->model + o->offset : (const char *)&cfg->train + o->offset;
 }
 
 static const Option *find_option(const char *key) {
-    for (int i = 0; i < N_OPTIONS; i++)
-        if (strcmp(OPTIONS[i].key, key) == 0) return &OPTIONS[i];
+    for (int i = 0; i < CONFIG_N_OPTIONS; i++)
+        if (strcmp(CONFIG_OPTIONS[i].key, key) == 0) return &CONFIG_OPTIONS[i];
     return NULL;
 }
 
@@ -312,8 +299,9 @@ static int parse_flag_value(const Option *o, Config *cfg, const char *flag, cons
 void config_defaults(Config *cfg) {
     memset(cfg, 0, sizeof(*cfg));
     char err[256];
-    for (int i = 0; i < N_OPTIONS; i++)
-        if (OPTIONS[i].def && parse_flag_value(&OPTIONS[i], cfg, "default", OPTIONS[i].def, err, sizeof(err))) {
+    for (int i = 0; i < CONFIG_N_OPTIONS; i++)
+        if (CONFIG_OPTIONS[i].def &&
+            parse_flag_value(&CONFIG_OPTIONS[i], cfg, "default", CONFIG_OPTIONS[i].def, err, sizeof(err))) {
             /* the option table's own defaults do not parse: a programming error, never the user's input */
             fprintf(stderr, "internal error: %s\n", err);
             abort();
@@ -326,8 +314,8 @@ static const Option *option_for_flag(const char *arg) {
     if (arg[0] != '-') return NULL;
     if (arg[1] != '-') {
         if (!arg[1] || arg[2]) return NULL;
-        for (int i = 0; i < N_OPTIONS; i++)
-            if (OPTIONS[i].short_flag == arg[1]) return &OPTIONS[i];
+        for (int i = 0; i < CONFIG_N_OPTIONS; i++)
+            if (CONFIG_OPTIONS[i].short_flag == arg[1]) return &CONFIG_OPTIONS[i];
         return NULL;
     }
     char key[64];
@@ -386,7 +374,7 @@ int config_apply_flags(Config *cfg, int argc, char **argv, const char **config_p
 }
 
 static int option_equal(const Option *o, const Config *a, const Config *b) {
-    const void *x = option_field_c(o, a), *y = option_field_c(o, b);
+    const void *x = config_option_field_c(o, a), *y = config_option_field_c(o, b);
     switch (o->type) {
     case OPT_INT:
     case OPT_BOOL: return *(const int *)x == *(const int *)y;
@@ -398,7 +386,7 @@ static int option_equal(const Option *o, const Config *a, const Config *b) {
 }
 
 static void option_format(const Option *o, const Config *c, char *out, size_t cap) {
-    const void *f = option_field_c(o, c);
+    const void *f = config_option_field_c(o, c);
     switch (o->type) {
     case OPT_INT: snprintf(out, cap, "%d", *(const int *)f); break;
     case OPT_BOOL: snprintf(out, cap, "%s", *(const int *)f ? "true" : "false"); break;
@@ -419,8 +407,8 @@ const char *config_model_difference(const ModelConfig *a, const ModelConfig *b) 
     memset(&cb, 0, sizeof(cb));
     ca.model = *a;
     cb.model = *b;
-    for (int i = 0; i < N_OPTIONS; i++)
-        if (OPTIONS[i].is_model && !option_equal(&OPTIONS[i], &ca, &cb)) return OPTIONS[i].key;
+    for (int i = 0; i < CONFIG_N_OPTIONS; i++)
+        if (CONFIG_OPTIONS[i].is_model && !option_equal(&CONFIG_OPTIONS[i], &ca, &cb)) return CONFIG_OPTIONS[i].key;
     if (a->rope_llama3 != b->rope_llama3 || a->rope_factor != b->rope_factor ||
         a->rope_low_freq_factor != b->rope_low_freq_factor || a->rope_high_freq_factor != b->rope_high_freq_factor ||
         a->rope_original_max_position_embeddings != b->rope_original_max_position_embeddings)
@@ -464,10 +452,7 @@ static int check_init_from_config(const Config *cfg, char *err, size_t errlen) {
 int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errlen) {
     config_defaults(cfg);
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
-            config_print_help(argv[0]);
-            return 1;
-        }
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return 1;
     /* A first pass over the flags finds -c, --init-from and --resume, which decide the config file; the flags then
      * apply on top of the file whatever their order. */
     Config scout;
@@ -533,8 +518,8 @@ int config_resume_merge(Config *ckpt, int argc, char **argv, char *err, size_t e
                  ckpt->path, what);
         return -1;
     }
-    for (int i = 0; i < N_OPTIONS; i++) {
-        const Option *o = &OPTIONS[i];
+    for (int i = 0; i < CONFIG_N_OPTIONS; i++) {
+        const Option *o = &CONFIG_OPTIONS[i];
         if (o->is_model || resume_safe(o->key) || option_equal(o, ckpt, &merged)) continue;
         char was[CONFIG_PATH_MAX + 4], now[CONFIG_PATH_MAX + 4];
         option_format(o, ckpt, was, sizeof(was));
@@ -547,33 +532,6 @@ int config_resume_merge(Config *ckpt, int argc, char **argv, char *err, size_t e
     }
     *ckpt = merged;
     return config_validate(ckpt, err, errlen);
-}
-
-int config_resolve_tokenizer(TrainConfig *t, char *err, size_t errlen) {
-    if (strcmp(t->tokenizer, "auto") != 0) return 0;
-    const char *slash = strrchr(t->train_data, '/');
-    char meta[CONFIG_PATH_MAX + 16], where[CONFIG_PATH_MAX + 64];
-    snprintf(meta, sizeof(meta), "%.*s/meta.json", slash ? (int)(slash - t->train_data) : 1,
-             slash ? t->train_data : ".");
-    snprintf(where, sizeof(where), "tokenizer \"auto\": %s", meta);
-    FILE *probe = fopen(meta, "rb");
-    if (!probe) {
-        t->tokenizer[0] = 0;
-        return 0;
-    }
-    fclose(probe);
-    cJSON *root = fs_read_json(meta, where, err, errlen);
-    if (!root) return -1;
-    const cJSON *spec = cJSON_GetObjectItemCaseSensitive(root, "tokenizer");
-    int rc = 0;
-    if (!cJSON_IsString(spec) || strlen(spec->valuestring) >= sizeof(t->tokenizer)) {
-        snprintf(err, errlen, "%s: no usable \"tokenizer\" entry", where);
-        rc = -1;
-    } else {
-        snprintf(t->tokenizer, sizeof(t->tokenizer), "%s", spec->valuestring);
-    }
-    cJSON_Delete(root);
-    return rc;
 }
 
 int64_t config_num_parameters(const ModelConfig *m) {
@@ -591,7 +549,7 @@ int config_validate_model(const ModelConfig *m, const char *p, char *err, size_t
                                      "vocab_size"};
     for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
         const Option *o = find_option(required[i]);
-        if (*(const int *)option_field_c(o, &c) == 0) {
+        if (*(const int *)config_option_field_c(o, &c) == 0) {
             snprintf(err, errlen, "config %s: missing required key \"%s\"", p, required[i]);
             return -1;
         }
@@ -652,50 +610,8 @@ int config_validate(const Config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
-void config_print_help(const char *prog) {
-    printf("usage: %s [-c config.json] [flags]\n\n"
-           "Trains a LLaMA-3-style model. The config file holds Hugging Face config.json keys (the model) and\n"
-           "training keys; every training key is also a flag (--key-name value), and flags override the file.\n"
-           "Defaults in [brackets].\n\n"
-           "  -c, --config FILE              JSON config (default configs/llama3_tiny.json)\n"
-           "      --overwrite                replace a run directory that already holds a run (its log and\n"
-           "                                 checkpoints)\n"
-           "      --resume                   continue the run of -o DIR from its newest complete checkpoint\n"
-           "      --resume-fallback          with --resume: if the newest checkpoint is damaged, take the newest\n"
-           "                                 one that is not (the damaged ones are moved aside)\n"
-           "      --generate DIR             no training: print --sample-tokens tokens after --sample-prompt from\n"
-           "                                 the model of DIR (a checkpoint, a run directory's newest, or a Hugging\n"
-           "                                 Face directory) with --temperature, --top-k, --seed, --device and\n"
-           "                                 --tokenizer (default: DIR/tokenizer.model, or byte for 256 ids)\n"
-           "  -h, --help                     this text\n", prog);
-    for (int i = 0; i < N_OPTIONS; i++) {
-        const Option *o = &OPTIONS[i];
-        if (o->is_model) continue;
-        char flag[64], sf[8] = "   ";
-        snprintf(flag, sizeof(flag), "--%s", o->key);
-        for (char *c = flag + 2; *c; c++)
-            if (*c == '_') *c = '-';
-        if (o->short_flag) snprintf(sf, sizeof(sf), "-%c,", o->short_flag);
-        const char *arg = o->type == OPT_STRING ? (o->choices ? o->choices : "STR")
-                          : o->type == OPT_DOUBLE ? "F" : o->type == OPT_BOOL ? "BOOL" : "N";
-        char left[96];
-        snprintf(left, sizeof(left), "%s %s %s", sf, flag, arg);
-        if (o->def && o->def[0]) printf("  %-30s %s [%s]\n", left, o->help, o->def);
-        else printf("  %-30s %s\n", left, o->help);
-    }
-    printf("\nModel keys (Hugging Face LlamaConfig, in the file only):\n");
-    for (int i = 0; i < N_OPTIONS; i++)
-        if (OPTIONS[i].is_model)
-            printf("  %-30s %s%s%s%s\n", OPTIONS[i].key, OPTIONS[i].help, OPTIONS[i].def ? " [" : "",
-                   OPTIONS[i].def ? OPTIONS[i].def : "", OPTIONS[i].def ? "]" : "");
-    printf("  %-30s %s\n", "rope_scaling", "{\"rope_type\": \"llama3\", factor, low_freq_factor, high_freq_factor, "
-           "original_max_position_embeddings} or null");
-    printf("  %-30s %s\n", "rope_parameters", "transformers 5's form of both: {\"rope_type\": \"default\" or "
-           "\"llama3\", rope_theta, and llama3's fields}");
-}
-
-static void add_option_json(cJSON *root, const Option *o, const Config *cfg) {
-    const void *f = option_field_c(o, cfg);
+void config_add_option_json(cJSON *root, const Option *o, const Config *cfg) {
+    const void *f = config_option_field_c(o, cfg);
     switch (o->type) {
     case OPT_INT: cJSON_AddNumberToObject(root, o->key, *(const int *)f); break;
     case OPT_INT64: cJSON_AddNumberToObject(root, o->key, (double)*(const int64_t *)f); break;
@@ -705,8 +621,7 @@ static void add_option_json(cJSON *root, const Option *o, const Config *cfg) {
     }
 }
 
-/* rope_scaling as HF writes it; null (when null_if_none) or nothing for plain RoPE. */
-static void add_rope_scaling(cJSON *root, const ModelConfig *m, int null_if_none) {
+void config_add_rope_scaling(cJSON *root, const ModelConfig *m, int null_if_none) {
     if (!m->rope_llama3) {
         if (null_if_none) cJSON_AddNullToObject(root, "rope_scaling");
         return;
@@ -721,37 +636,8 @@ static void add_rope_scaling(cJSON *root, const ModelConfig *m, int null_if_none
 
 char *config_to_json(const Config *cfg) {
     cJSON *root = cJSON_CreateObject();
-    for (int i = 0; i < N_OPTIONS; i++) add_option_json(root, &OPTIONS[i], cfg);
-    add_rope_scaling(root, &cfg->model, 0);
-    char *s = cJSON_Print(root);
-    cJSON_Delete(root);
-    return s;
-}
-
-char *config_to_hf_json(const ModelConfig *m, const char *torch_dtype) {
-    Config c;
-    config_defaults(&c);
-    c.model = *m;
-    cJSON *root = cJSON_CreateObject();
-    const char *arch[] = {"LlamaForCausalLM"};
-    cJSON_AddItemToObject(root, "architectures", cJSON_CreateStringArray(arch, 1));
-    cJSON_AddStringToObject(root, "model_type", "llama");
-    cJSON_AddStringToObject(root, "hidden_act", "silu");
-    cJSON_AddFalseToObject(root, "attention_bias");
-    cJSON_AddFalseToObject(root, "mlp_bias");
-    cJSON_AddNumberToObject(root, "attention_dropout", 0.0);
-    cJSON_AddNumberToObject(root, "pretraining_tp", 1);
-    for (int i = 0; i < N_OPTIONS; i++) {
-        const Option *o = &OPTIONS[i];
-        if (!o->is_model) continue;
-        int unset_id = (strcmp(o->key, "bos_token_id") == 0 || strcmp(o->key, "eos_token_id") == 0) &&
-                       *(const int *)option_field_c(o, &c) < 0;
-        if (unset_id) cJSON_AddNullToObject(root, o->key);
-        else add_option_json(root, o, &c);
-    }
-    add_rope_scaling(root, m, 1);
-    cJSON_AddStringToObject(root, "torch_dtype", torch_dtype);
-    cJSON_AddTrueToObject(root, "use_cache");
+    for (int i = 0; i < CONFIG_N_OPTIONS; i++) config_add_option_json(root, &CONFIG_OPTIONS[i], cfg);
+    config_add_rope_scaling(root, &cfg->model, 0);
     char *s = cJSON_Print(root);
     cJSON_Delete(root);
     return s;

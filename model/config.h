@@ -1,5 +1,7 @@
 /* config.h: the model configuration (Hugging Face LlamaConfig keys) and the training configuration, read from one
- * JSON file and overridden by command-line flags, with validation. */
+ * JSON file and overridden by command-line flags, with validation. The --help text that lists the options is
+ * cli/train_help.h; the Hugging Face config.json written into checkpoints is persist/hf_config.h; tokenizer "auto"
+ * (the data's meta.json) is data/meta.h. */
 #ifndef CONFIG_H
 #define CONFIG_H
 
@@ -76,7 +78,8 @@ typedef struct Config {
  * INIT, else configs/llama3_tiny.json), then the flags. With -c and --init-from both, the model keys of the two
  * files must agree. With --resume nothing is loaded without -c and nothing is validated: the run's config comes from
  * its checkpoint (config_resume_merge). With --generate DIR only the flags are read (the model comes from DIR,
- * model/generate.h). Returns 0 on success, 1 if --help was printed, -1 on an error (message in err). */
+ * cli/generate.h). Returns 0 on success, 1 for -h or --help (nothing else is read: the caller prints the help,
+ * cli/train_help.h), -1 on an error (message in err). */
 int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errlen);
 
 /* --resume: ckpt holds the checkpoint's train_config.json; applies the command line (-c and flags) on top of it.
@@ -102,18 +105,10 @@ int config_validate(const Config *cfg, char *err, size_t errlen);
 /* The model part of config_validate (path: the file it came from, for the message). */
 int config_validate_model(const ModelConfig *m, const char *path, char *err, size_t errlen);
 
-/* tokenizer "auto": the "tokenizer" of meta.json in the training shards' directory (written by
- * scripts/prepare_data.py), or "" when there is no meta.json. 0 or -1 with a message for a broken meta.json. */
-int config_resolve_tokenizer(TrainConfig *t, char *err, size_t errlen);
-
 void config_defaults(Config *cfg);
-void config_print_help(const char *prog);
 
 /* The whole configuration as one JSON object (HF keys and training keys); the caller frees the string. */
 char *config_to_json(const Config *cfg);
-/* A Hugging Face config.json for LlamaForCausalLM (architectures, model_type, the model keys, rope_scaling,
- * torch_dtype); unset bos/eos ids are null. The caller frees the string. */
-char *config_to_hf_json(const ModelConfig *m, const char *torch_dtype);
 
 /* Derived sizes. */
 static inline int config_qkv_dim(const ModelConfig *m) {

@@ -61,7 +61,7 @@ def die(msg):
 
 # ---------------------------------------------------------------------------------------------------- configuration
 
-# The training keys of model/config.c with their defaults (keep in step with its OPTIONS table).
+# The training keys of model/config.c with their defaults (keep in step with its CONFIG_OPTIONS table).
 TRAIN_DEFAULTS = {
     "train_data": "", "val_data": "", "batch_size": 4, "seq_len": 256, "total_batch_tokens": 0, "steps": 100,
     "learning_rate": 3e-4, "warmup_steps": 0, "lr_schedule": "cosine", "min_lr_frac": 0.1, "wsd_decay_frac": 0.2,

@@ -11,10 +11,10 @@
 
 #include <cjson/cJSON.h>
 
-#include "model/fsutil.h"
 #include "model/model.h"
-#include "model/safetensors.h"
+#include "persist/safetensors.h"
 #include "tests/small_model.h"
+#include "util/fsutil.h"
 
 /* A model of config c with the documented init of seed (and the Adam moments filled with something nonzero when
  * fill_moments, so that their round trip is meaningful). Exits on failure. */

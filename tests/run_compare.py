@@ -1,5 +1,5 @@
 """run_compare.py: compares runs of ./train for the shell tests, with an independent reader of the documented
-state.bin layout (model/state_file.h), CRCs included.
+state.bin layout (persist/state_file.h), CRCs included.
 
     python3 tests/run_compare.py A B [plain]
 

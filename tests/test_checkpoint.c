@@ -9,9 +9,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "model/checkpoint.h"
-#include "model/run_dir.h"
-#include "model/state_file.h"
+#include "persist/checkpoint.h"
+#include "persist/run_dir.h"
+#include "persist/state_file.h"
 #include "tests/ckpt_fixtures.h"
 #include "tests/test_util.h"
 

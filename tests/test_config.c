@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "model/config.h"
+#include "persist/hf_config.h"
 #include "tests/test_util.h"
 
 static void test_llama3_1b(void) {
@@ -81,7 +82,7 @@ static void test_hf_config(void) {
             continue;
         }
         char path[] = "/tmp/test_config_XXXXXX";
-        char *json = config_to_hf_json(&a.model, "bfloat16");
+        char *json = hf_export_config(&a.model, "bfloat16");
         int ok = json && strstr(json, "\"LlamaForCausalLM\"") && strstr(json, "\"torch_dtype\":\t\"bfloat16\"") &&
                  write_temp(path, json) == 0;
         free(json);
@@ -136,7 +137,7 @@ static void test_init_from_agreement(void) {
     config_from_args(&a, 3, load, err, sizeof(err));
     ModelConfig other = a.model;
     other.num_key_value_heads = 4;
-    char *json = config_to_hf_json(&other, "float32");
+    char *json = hf_export_config(&other, "float32");
     FILE *f = fopen(path, "w");
     if (f) {
         fputs(json, f);

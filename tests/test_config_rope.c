@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "model/config.h"
+#include "persist/hf_config.h"
 #include "tests/test_util.h"
 
 /* The keys of both versions' files other than the RoPE ones (transformers 5 adds pad_token_id: null). */
@@ -184,7 +185,7 @@ static void test_export_and_onto(void) {
         CHECK(0, "load: %s", err);
         return;
     }
-    char *json = config_to_hf_json(&c.model, "float32");
+    char *json = hf_export_config(&c.model, "float32");
     int ok = json && strstr(json, "\"rope_theta\":\t500000") && strstr(json, "\"rope_scaling\":\t{") &&
              strstr(json, "\"rope_type\":\t\"llama3\"") && !strstr(json, "rope_parameters");
     CHECK(ok, "the export of a transformers 5 config writes rope_theta and rope_scaling");

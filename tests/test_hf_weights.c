@@ -7,9 +7,9 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
-#include "model/hf_layout.h"
-#include "model/hf_weights.h"
-#include "model/safetensors.h"
+#include "persist/hf_layout.h"
+#include "persist/hf_weights.h"
+#include "persist/safetensors.h"
 #include "tests/ckpt_fixtures.h"
 #include "tests/test_util.h"
 

@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "model/safetensors.h"
+#include "persist/safetensors.h"
 #include "tests/ckpt_fixtures.h"
 #include "tests/test_util.h"
 

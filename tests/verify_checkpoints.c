@@ -10,11 +10,11 @@
 #include <string.h>
 
 #include "kernels/kernels.h"
-#include "model/checkpoint.h"
 #include "model/config.h"
-#include "model/hf_weights.h"
 #include "model/model.h"
-#include "model/state_file.h"
+#include "persist/checkpoint.h"
+#include "persist/hf_weights.h"
+#include "persist/state_file.h"
 
 /* One checkpoint directory: 0 if it loads, else -1 with the reason in err. */
 static int verify_checkpoint(const char *dir, uint64_t step, char *err, size_t errlen) {

@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "model/hf_weights.h"
+#include "persist/hf_weights.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/fuzz_model.h"
 

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "model/fsutil.h"
 #include "tests/ckpt_fixtures.h"
+#include "util/fsutil.h"
 
 /* The separator between the parts of a multi-file input (seed corpora are built with it: tests/fuzz/fuzz_seeds.c). */
 #define FUZZ_SEPARATOR "@@PART@@"

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/run_dir.h"
+#include "persist/run_dir.h"
 #include "tests/fuzz/fuzz_input.h"
 
 /* Whether a complete line is a record to keep at `step`: a JSON object whose "step" is a number in [0, step]. */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/safetensors.h"
+#include "persist/safetensors.h"
 #include "tests/fuzz/fuzz_input.h"
 
 #define CHUNK 1000

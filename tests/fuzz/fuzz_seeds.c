@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/checkpoint.h"
-#include "model/hf_weights.h"
+#include "persist/checkpoint.h"
+#include "persist/hf_weights.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/fuzz_model.h"
 

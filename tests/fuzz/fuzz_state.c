@@ -8,7 +8,7 @@
 #include <string.h>
 #include <zlib.h>
 
-#include "model/state_file.h"
+#include "persist/state_file.h"
 #include "tests/fuzz/fuzz_input.h"
 #include "tests/fuzz/fuzz_model.h"
 

@@ -1,6 +1,6 @@
 /* safetensors.c: the safetensors reader (header validation, fp32 conversion) and streaming writer (see
  * safetensors.h). Little-endian hosts only, like the rest of the trainer. */
-#include "model/safetensors.h"
+#include "persist/safetensors.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "model/fsutil.h"
+#include "util/fsutil.h"
 
 #define MAX_HEADER_BYTES (100u << 20) /* the limit of the reference implementation */
 

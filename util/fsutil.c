@@ -1,5 +1,5 @@
 /* fsutil.c: file-system helpers (see fsutil.h): durable and atomic writes, whole-file reads, mkdir -p, rm -r. */
-#include "model/fsutil.h"
+#include "util/fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>

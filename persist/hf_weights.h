@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 #include "model/model.h"
-#include "model/safetensors.h"
+#include "persist/safetensors.h"
 
 /* Writes path (a new file; fsync'd) with the weights in dtype (ST_F32, ST_BF16 or ST_F16). */
 int hf_export_weights(const Model *m, const char *path, StDtype dtype, char *err, size_t errlen);

@@ -1,15 +1,15 @@
 /* generate.c: ./train --generate (generate.h): the model directory, its config and tokenizer, then the model on the
  * chosen backend and the sampler's tokens streamed to the output. */
-#include "model/generate.h"
+#include "cli/generate.h"
 
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "model/fsutil.h"
-#include "model/hf_weights.h"
 #include "model/model.h"
 #include "model/sampler.h"
+#include "persist/hf_weights.h"
+#include "util/fsutil.h"
 
 /* The tokenizer of --generate: --tokenizer, else DIR/tokenizer.model, else byte for a 256-id vocabulary. */
 static int open_tokenizer(Generation *g, const char *flag, char *err, size_t errlen) {

@@ -1,14 +1,14 @@
 /* hf_weights.c: export of the master weights to a Hugging Face safetensors file and import from one or from a
  * sharded set (see hf_weights.h). Rows move in chunks between the device's master buffer and the file, through the
  * row maps of hf_layout.c. */
-#include "model/hf_weights.h"
+#include "persist/hf_weights.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/fsutil.h"
-#include "model/hf_layout.h"
+#include "persist/hf_layout.h"
+#include "util/fsutil.h"
 
 #define CHUNK_ELEMS (4u << 20) /* fp32 values per row chunk (16 MiB) */
 

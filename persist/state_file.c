@@ -1,6 +1,6 @@
 /* state_file.c: writing and validating state.bin (layout in state_file.h). Large sections stream through one host
  * buffer between the device and the file, with a running CRC32. */
-#include "model/state_file.h"
+#include "persist/state_file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "model/fsutil.h"
+#include "util/fsutil.h"
 
 #define MAGIC "L3STATE"
 #define VERSION 1

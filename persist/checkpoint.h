@@ -16,7 +16,7 @@
 
 #include "model/config.h"
 #include "model/model.h"
-#include "model/state_file.h"
+#include "persist/state_file.h"
 
 #define CHECKPOINT_PATH_MAX 1100
 

@@ -1,5 +1,5 @@
 /* run_dir.c: refusing or clearing an existing run, and truncating the log on resume (see run_dir.h). */
-#include "model/run_dir.h"
+#include "persist/run_dir.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "model/checkpoint.h"
-#include "model/fsutil.h"
+#include "persist/checkpoint.h"
+#include "util/fsutil.h"
 
 int run_dir_check_new(const char *run_dir, int overwrite, char *err, size_t errlen) {
     if (overwrite) return 0;

@@ -1,6 +1,6 @@
 /* hf_layout.c: the table of Hugging Face tensors and the row permutations between HF's layout and ours (see
  * hf_layout.h). */
-#include "model/hf_layout.h"
+#include "persist/hf_layout.h"
 
 #include <stdio.h>
 

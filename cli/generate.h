@@ -10,8 +10,8 @@
 
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
-#include "model/checkpoint.h"
 #include "model/config.h"
+#include "persist/checkpoint.h"
 
 typedef struct Generation {
     char dir[CHECKPOINT_PATH_MAX];       /* the directory of the weights and config.json */

@@ -1,6 +1,6 @@
 /* checkpoint.c: writing checkpoint directories atomically, listing, pruning and cleaning them, and reading one back
  * (see checkpoint.h). */
-#include "model/checkpoint.h"
+#include "persist/checkpoint.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -9,9 +9,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "model/fsutil.h"
-#include "model/hf_weights.h"
-#include "model/safetensors.h"
+#include "persist/hf_config.h"
+#include "persist/hf_weights.h"
+#include "persist/safetensors.h"
+#include "util/fsutil.h"
 
 static const char *FILES[] = {"model.safetensors", "config.json", "train_config.json", "state.bin"};
 #define N_FILES ((int)(sizeof(FILES) / sizeof(FILES[0])))
@@ -202,7 +203,7 @@ static int write_files(const char *dir, const Model *m, const Config *cfg, const
     char path[CHECKPOINT_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
     if (hf_export_weights(m, path, bf16 ? ST_BF16 : ST_F32, err, errlen)) return -1;
-    if (write_text(dir, "config.json", config_to_hf_json(&m->cfg, bf16 ? "bfloat16" : "float32"), err, errlen))
+    if (write_text(dir, "config.json", hf_export_config(&m->cfg, bf16 ? "bfloat16" : "float32"), err, errlen))
         return -1;
     char *json = config_to_json(cfg);
     if (!json) {

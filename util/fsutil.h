@@ -1,7 +1,8 @@
-/* fsutil.h: small file-system helpers for the run directory and checkpoints: durable writes (flush + fsync), atomic
- * replacement (temporary file + rename + fsync of the directory), reading whole files and JSON files, mkdir -p and
- * recursive removal. Every function that can fail returns 0 / non-NULL on success, or -1 / NULL with a message that
- * names the path in err. */
+/* fsutil.h: small file-system helpers, below everything that touches files (persist/: the run directory and
+ * checkpoints; model/: the config file; data/: the tokenizer file and meta.json): durable writes (flush + fsync),
+ * atomic replacement (temporary file + rename + fsync of the directory), reading whole files and JSON files, mkdir -p
+ * and recursive removal. Every function that can fail returns 0 / non-NULL on success, or -1 / NULL with a message
+ * that names the path in err. */
 #ifndef FSUTIL_H
 #define FSUTIL_H
 
