@@ -62,7 +62,13 @@ endif
 .PHONY: all test test-gpu gpu-tests fuzz fuzz-ci fuzz-build fuzz-seeds data deps clean
 all: $(TRAIN_BIN)
 
-$(BUILD)/%.o: %.c $(wildcard */*.h */*/*.h)
+# The C compiler and its flags (with -DWITH_CUDA or not) as the C objects were built with: rewritten when they change,
+# so that e.g. `make USE_CUDA=0 test` followed by `make` rebuilds them instead of linking a CPU-only ./train.
+C_CONFIG := $(BUILD)/c-config
+C_CONFIG_NOW := $(CC) $(CFLAGS)
+$(shell mkdir -p $(BUILD); [ "$$(cat $(C_CONFIG) 2>/dev/null)" = "$(C_CONFIG_NOW)" ] || echo "$(C_CONFIG_NOW)" > $(C_CONFIG))
+
+$(BUILD)/%.o: %.c $(C_CONFIG) $(wildcard */*.h */*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
