@@ -13,6 +13,9 @@
  *     (Q and dy read MN-major); dK and dV stay in registers across the group, so GQA needs no reduction;
  *   dQ: one CTA per (128-query tile, query head, sequence), Q and dy resident, streaming K/V blocks (128 keys at
  *     head dim 64, 64 at 128) up to the diagonal: S = Q K^T, dP = dy V^T, dQ += dS K (K read MN-major).
+ * In both, the two consumers take turns at the tensor cores (AttnTurns): a turn issues the previous block's products
+ * (dV and dK, or dQ), waits for them, frees that block's stage and issues this block's S and dP, whose elementwise
+ * work then runs during the other consumer's turn.
  * Their stores carry the tail (attn_tiles.cuh's AttnTail: RoPE backward, r and the row dots c) when the fused
  * table asks for it, and go through the resident tiles' own rows to TMA stores. */
 #include "kernels/cuda/attention/attn_tiles.cuh"
@@ -116,47 +119,68 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
     for (int i = 0; i < HD / 2; i++) dk[i] = dv[i] = 0.0f;
     mbar_wait(kv_full, 0);
 
+    /* The consumers take turns at the tensor cores (AttnTurns): a turn issues the previous block's dV and dK
+     * products, waits for them and frees that block's stage, then issues this block's S^T and dP^T; the elementwise
+     * work between (P^T, dS^T) runs while the other consumer has its turn. */
+    uint32_t pa[BQ / 4], da[BQ / 4];
+    int pend = -1; /* the stage whose dV and dK products are still to be issued */
+    auto products = [&](int sp) {
+        const uint8_t *pQ = smem + L::oStage + sp * L::kStageBytes;
+        wgmma_fence();
+        attn_mma_pv<HD, BQ>(dv, pa, pQ + L::Q::kBytes, true);
+        attn_mma_pv<HD, BQ>(dk, da, pQ, true);
+        wgmma_commit();
+        attn_wgmma_wait<HD / 2>(dv);
+        attn_wgmma_wait<HD / 2>(dk);
+        if (lane == 0) mbar_arrive(&empty[sp]);
+    };
+    const AttnTurns turns(c);
     for (int it = 0; it < n_it; it++) {
         const int s = it % S, h = kv * group + it / nq, qmin = (q_first + it % nq) * BQ;
         const uint32_t ph = (it / S) & 1;
         const uint8_t *sQ = smem + L::oStage + s * L::kStageBytes, *sdy = sQ + L::Q::kBytes;
+        /* else every query of the block is before every key of this consumer */
+        const bool live = qmin + BQ - 1 >= key0;
+        float st[BQ / 2], dpt[BQ / 2];
+        turns.take();
+        if (pend >= 0) products(pend);
+        mbar_wait(&full[s], ph);
+        if (!live) {
+            turns.pass();
+            if (lane == 0) mbar_arrive(&empty[s]);
+            pend = -1;
+            continue;
+        }
+        wgmma_fence();
+        attn_mma_abt<HD, BK, BQ>(st, sK, row0, sQ);
+        attn_mma_abt<HD, BK, BQ>(dpt, sV, row0, sdy);
+        wgmma_commit();
+        turns.pass();
         /* the block's L and D at this thread's fragment columns 8 j + 2 (lane % 4) (+ 1): float2 j */
         const float2 *Lq = reinterpret_cast<const float2 *>(p.L + ((long)b * p.Hq + h) * p.Tpad + qmin) + (lane & 3);
         const float2 *Dq = reinterpret_cast<const float2 *>(p.D + ((long)b * p.Hq + h) * p.Tpad + qmin) + (lane & 3);
-        mbar_wait(&full[s], ph);
-        if (qmin + BQ - 1 >= key0) { /* else every query of the block is before every key of this consumer */
-            float st[BQ / 2], dpt[BQ / 2];
-            wgmma_fence();
-            attn_mma_abt<HD, BK, BQ>(st, sK, row0, sQ);
-            attn_mma_abt<HD, BK, BQ>(dpt, sV, row0, sdy);
-            wgmma_commit();
-            attn_wgmma_wait<BQ / 2>(st);
-            attn_wgmma_wait<BQ / 2>(dpt);
-            const bool diagonal = qmin < key0 + 63;
+        attn_wgmma_wait<BQ / 2>(st);
+        attn_wgmma_wait<BQ / 2>(dpt);
+        const bool diagonal = qmin < key0 + 63;
 #pragma unroll
-            for (int j = 0; j < BQ / 8; j++) {
-                const float2 lc = __ldg(Lq + 4 * j), dc = __ldg(Dq + 4 * j);
+        for (int j = 0; j < BQ / 8; j++) {
+            const float2 lc = __ldg(Lq + 4 * j), dc = __ldg(Dq + 4 * j);
 #pragma unroll
-                for (int e = 0; e < 4; e++) { /* element i = 4 j + e: row half e / 2, column pair member e % 2 */
-                    const int i = 4 * j + e, col = attn_frag_col(i, lane);
-                    float pv = attn_exp2(st[i] * p.scale_log2 - (e & 1 ? lc.y : lc.x));
-                    if (diagonal && qmin + col < key[attn_frag_half(i)]) pv = 0.0f;
-                    st[i] = pv;
-                    dpt[i] = pv * (dpt[i] - (e & 1 ? dc.y : dc.x));
-                }
+            for (int e = 0; e < 4; e++) { /* element i = 4 j + e: row half e / 2, column pair member e % 2 */
+                const int i = 4 * j + e, col = attn_frag_col(i, lane);
+                float pv = attn_exp2(st[i] * p.scale_log2 - (e & 1 ? lc.y : lc.x));
+                if (diagonal && qmin + col < key[attn_frag_half(i)]) pv = 0.0f;
+                st[i] = pv;
+                dpt[i] = pv * (dpt[i] - (e & 1 ? dc.y : dc.x));
             }
-            uint32_t pa[BQ / 4], da[BQ / 4];
-            attn_pack<BQ>(st, pa);
-            attn_pack<BQ>(dpt, da);
-            wgmma_fence();
-            attn_mma_pv<HD, BQ>(dv, pa, sdy, true);
-            attn_mma_pv<HD, BQ>(dk, da, sQ, true);
-            wgmma_commit();
-            attn_wgmma_wait<HD / 2>(dv);
-            attn_wgmma_wait<HD / 2>(dk);
         }
-        if (lane == 0) mbar_arrive(&empty[s]);
+        attn_pack<BQ>(st, pa);
+        attn_pack<BQ>(dpt, da);
+        pend = s;
     }
+    turns.take(); /* the last block's products, in one more turn */
+    if (pend >= 0) products(pend);
+    turns.last();
 
     /* this consumer's K and V rows were read by its own wgmmas only, all complete: they take dK and dV */
     attn_stage_grad<HD, BK>(sK, row0, dk, p.scale, p.tail, true, p.Hq + kv, kb * BK, b, p.T, warp, lane);
@@ -231,36 +255,54 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
     for (int i = 0; i < HD / 2; i++) dq[i] = 0.0f;
     mbar_wait(q_full, 0);
 
+    /* Turns as in the dK/dV CTA: a turn issues the previous block's dQ product, waits for it and frees its stage,
+     * then issues this block's S and dP. */
+    uint32_t da[BN / 4];
+    int pend = -1; /* the stage whose dQ product is still to be issued */
+    auto product = [&](int sp) {
+        wgmma_fence();
+        attn_mma_pv<HD, BN>(dq, da, smem + L::oStage + sp * L::kStageBytes, true);
+        wgmma_commit();
+        attn_wgmma_wait<HD / 2>(dq);
+        if (lane == 0) mbar_arrive(&empty[sp]);
+    };
+    const AttnTurns turns(c);
     for (int j = 0; j < n_blocks; j++) {
         const int s = j % S;
         const uint32_t ph = (j / S) & 1;
         const uint8_t *sK = smem + L::oStage + s * L::kStageBytes, *sV = sK + L::KV::kBytes;
+        const bool live = j * BN <= q0 + 63; /* else every key of the block is after every query of this consumer */
+        float sc[BN / 2], dp[BN / 2];
+        turns.take();
+        if (pend >= 0) product(pend);
         mbar_wait(&full[s], ph);
-        if (j * BN <= q0 + 63) { /* else every key of the block is after every query of this consumer */
-            float sc[BN / 2], dp[BN / 2];
-            wgmma_fence();
-            attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK);
-            attn_mma_abt<HD, BM, BN>(dp, sdy, row0, sV);
-            wgmma_commit();
-            attn_wgmma_wait<BN / 2>(sc);
-            attn_wgmma_wait<BN / 2>(dp);
-            const bool diagonal = j * BN + BN - 1 > q0;
-#pragma unroll
-            for (int i = 0; i < BN / 2; i++) {
-                const int hh = attn_frag_half(i);
-                float pv = attn_exp2(sc[i] * p.scale_log2 - lr[hh]);
-                if (diagonal && j * BN + attn_frag_col(i, lane) > q[hh]) pv = 0.0f;
-                dp[i] = pv * (dp[i] - dr[hh]);
-            }
-            uint32_t da[BN / 4];
-            attn_pack<BN>(dp, da);
-            wgmma_fence();
-            attn_mma_pv<HD, BN>(dq, da, sK, true);
-            wgmma_commit();
-            attn_wgmma_wait<HD / 2>(dq);
+        if (!live) {
+            turns.pass();
+            if (lane == 0) mbar_arrive(&empty[s]);
+            pend = -1;
+            continue;
         }
-        if (lane == 0) mbar_arrive(&empty[s]);
+        wgmma_fence();
+        attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK);
+        attn_mma_abt<HD, BM, BN>(dp, sdy, row0, sV);
+        wgmma_commit();
+        turns.pass();
+        attn_wgmma_wait<BN / 2>(sc);
+        attn_wgmma_wait<BN / 2>(dp);
+        const bool diagonal = j * BN + BN - 1 > q0;
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) {
+            const int hh = attn_frag_half(i);
+            float pv = attn_exp2(sc[i] * p.scale_log2 - lr[hh]);
+            if (diagonal && j * BN + attn_frag_col(i, lane) > q[hh]) pv = 0.0f;
+            dp[i] = pv * (dp[i] - dr[hh]);
+        }
+        attn_pack<BN>(dp, da);
+        pend = s;
     }
+    turns.take(); /* the last block's product, in one more turn */
+    if (pend >= 0) product(pend);
+    turns.last();
 
     attn_stage_grad<HD, BM>(sQ, row0, dq, p.scale, p.tail, true, h, qt * BM, b, p.T, warp, lane);
     if (attn_store_begin(c, wtid)) {

@@ -82,16 +82,16 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* running max (scaled, base 2) and partial sum */
     mbar_wait(q_full, 0);
 
-    /* The consumers take turns issuing their matmuls (named barriers 3 and 4): turn j issues block j's S and block
-     * j-1's P V, then lets the other consumer issue its own while this one runs block j's softmax, which needs S
-     * only: P V completes meanwhile, before the output's rescale. */
+    /* The consumers take turns issuing their matmuls (AttnTurns): turn j issues block j's S and block j-1's P V,
+     * then lets the other consumer issue its own while this one runs block j's softmax, which needs S only: P V
+     * completes meanwhile, before the output's rescale. */
     uint32_t pa[BN / 4];
-    if (c == 1) named_bar_arrive(3, 256); /* consumer 0 goes first */
+    const AttnTurns turns(c);
     for (int j = 0; j < n_blocks; j++) {
         const int s = j % S, sp = (j + S - 1) % S;
         const uint32_t ph = (j / S) & 1, php = ((j - 1) / S) & 1; /* php: j > 0 only */
         float sc[BN / 2];
-        named_bar_sync(3 + c, 256);
+        turns.take();
         mbar_wait(&k_full[s], ph);
         wgmma_fence();
         attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK + s * L::KV::kBytes);
@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
             attn_mma_pv<HD, BN>(o, pa, sV + sp * L::KV::kBytes, true);
         }
         wgmma_commit(); /* at j = 0 an empty group: the waits below count the same on every path */
-        named_bar_arrive(4 - c, 256);
+        turns.pass();
         wgmma_wait<1>();
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
@@ -139,12 +139,12 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
     }
     { /* the last block's P V, in one more turn */
         const int sp = (n_blocks - 1) % S;
-        named_bar_sync(3 + c, 256);
+        turns.take();
         mbar_wait(&v_full[sp], ((n_blocks - 1) / S) & 1);
         wgmma_fence();
         attn_mma_pv<HD, BN>(o, pa, sV + sp * L::KV::kBytes, true);
         wgmma_commit();
-        if (c == 0) named_bar_arrive(4, 256);
+        turns.last();
         attn_wgmma_wait<HD / 2>(o);
         if (lane == 0) mbar_arrive(&v_empty[sp]);
     }

@@ -76,6 +76,22 @@ __device__ __forceinline__ bool attn_store_begin(int c, int wtid) {
     named_bar_sync(1 + c, 128);
     return wtid == 0;
 }
+/* The two consumer warpgroups take turns issuing their matmuls (ping-pong, on named barriers 3 and 4): consumer c
+ * waits for its turn (take), issues, hands the turn over (pass) and runs its elementwise work while the other's
+ * matmuls keep the tensor cores busy. Consumer 0 goes first; both take the same number of turns, ending with
+ * last() instead of pass() (consumer 0's lets consumer 1 take its final turn). */
+struct AttnTurns {
+    int c;
+    __device__ __forceinline__ explicit AttnTurns(int consumer) : c(consumer) {
+        if (c == 1) named_bar_arrive(3, 256);
+    }
+    __device__ __forceinline__ void take() const { named_bar_sync(3 + c, 256); }
+    __device__ __forceinline__ void pass() const { named_bar_arrive(4 - c, 256); }
+    __device__ __forceinline__ void last() const {
+        if (c == 0) named_bar_arrive(4, 256);
+    }
+};
+
 /* Commits the stores and waits for them. */
 __device__ __forceinline__ void attn_store_end() {
     bulk_commit();
