@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -100,10 +101,13 @@ def bench_train(config, B, T, steps, warmup, binary, fusion):
            str(warmup + steps), "--warmup-steps", "1", "--eval-every", "0", "--sample-every", "0", "-d", "cuda",
            "--fusion", fusion, "-o", out_dir]
     print("running:", " ".join(cmd), flush=True)
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"./train failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    recs = [json.loads(line) for line in open(os.path.join(out_dir, "log.jsonl"))]
+    try:  # the run's final checkpoint (19 GB for the 1B config) goes with its directory
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"./train failed:\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
+        recs = [json.loads(line) for line in open(os.path.join(out_dir, "log.jsonl"))]
+    finally:
+        shutil.rmtree(out_dir, ignore_errors=True)
     recs = [r for r in recs if "loss" in r]
     ms = statistics.median(r["ms"] for r in recs[warmup:])
     m = re.search(r"peak cuda memory: ([0-9.]+) GiB", p.stdout)

@@ -141,16 +141,8 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         const uint8_t *sQ = smem + L::oStage + s * L::kStageBytes, *sdy = sQ + L::Q::kBytes;
         /* else every query of the block is before every key of this consumer */
         const bool live = qmin + BQ - 1 >= key0;
+        if (!attn_turn_open(turns, pend, products, full, empty, s, ph, live, lane)) continue;
         float st[BQ / 2], dpt[BQ / 2];
-        turns.take();
-        if (pend >= 0) products(pend);
-        mbar_wait(&full[s], ph);
-        if (!live) {
-            turns.pass();
-            if (lane == 0) mbar_arrive(&empty[s]);
-            pend = -1;
-            continue;
-        }
         wgmma_fence();
         attn_mma_abt<HD, BK, BQ>(st, sK, row0, sQ);
         attn_mma_abt<HD, BK, BQ>(dpt, sV, row0, sdy);
@@ -178,9 +170,7 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         attn_pack<BQ>(dpt, da);
         pend = s;
     }
-    turns.take(); /* the last block's products, in one more turn */
-    if (pend >= 0) products(pend);
-    turns.last();
+    attn_turn_close(turns, pend, products);
 
     /* this consumer's K and V rows were read by its own wgmmas only, all complete: they take dK and dV */
     attn_stage_grad<HD, BK>(sK, row0, dk, p.scale, p.tail, true, p.Hq + kv, kb * BK, b, p.T, warp, lane);
@@ -198,7 +188,7 @@ template <int HD>
 struct AttnDqShape {
     /* queries per CTA (64 per consumer), keys per stage (at head dim 128, 64: registers) */
     static constexpr int BM = 128, BN = HD == 64 ? 128 : 64;
-    static constexpr int kStages = HD == 64 ? 4 : 2;
+    static constexpr int kStages = HD == 64 ? 4 : 3;
     using Q = AttnTile<HD, BM>;
     using KV = AttnTile<HD, BN>;
     static constexpr int kStageBytes = 2 * KV::kBytes; /* K and V blocks */
@@ -272,16 +262,8 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
         const uint32_t ph = (j / S) & 1;
         const uint8_t *sK = smem + L::oStage + s * L::kStageBytes, *sV = sK + L::KV::kBytes;
         const bool live = j * BN <= q0 + 63; /* else every key of the block is after every query of this consumer */
+        if (!attn_turn_open(turns, pend, product, full, empty, s, ph, live, lane)) continue;
         float sc[BN / 2], dp[BN / 2];
-        turns.take();
-        if (pend >= 0) product(pend);
-        mbar_wait(&full[s], ph);
-        if (!live) {
-            turns.pass();
-            if (lane == 0) mbar_arrive(&empty[s]);
-            pend = -1;
-            continue;
-        }
         wgmma_fence();
         attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK);
         attn_mma_abt<HD, BM, BN>(dp, sdy, row0, sV);
@@ -300,9 +282,7 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
         attn_pack<BN>(dp, da);
         pend = s;
     }
-    turns.take(); /* the last block's product, in one more turn */
-    if (pend >= 0) product(pend);
-    turns.last();
+    attn_turn_close(turns, pend, product);
 
     attn_stage_grad<HD, BM>(sQ, row0, dq, p.scale, p.tail, true, h, qt * BM, b, p.T, warp, lane);
     if (attn_store_begin(c, wtid)) {

@@ -92,6 +92,29 @@ struct AttnTurns {
     }
 };
 
+/* A backward consumer's turn (attn_backward.cu): take it, issue and finish the previous block's products
+ * (products(stage), which frees that stage; pend = -1 when there are none), then wait for this block's stage s. If
+ * the block is all masked for this consumer (!live), hand the turn over, free the stage and return false. */
+template <class Products>
+__device__ __forceinline__ bool attn_turn_open(const AttnTurns &turns, int &pend, Products &products, uint64_t *full,
+                                               uint64_t *empty, int s, uint32_t ph, bool live, int lane) {
+    turns.take();
+    if (pend >= 0) products(pend);
+    pend = -1;
+    mbar_wait(&full[s], ph);
+    if (live) return true;
+    turns.pass();
+    if (lane == 0) mbar_arrive(&empty[s]);
+    return false;
+}
+/* The last turn: the last block's products, if any. */
+template <class Products>
+__device__ __forceinline__ void attn_turn_close(const AttnTurns &turns, int pend, Products &products) {
+    turns.take();
+    if (pend >= 0) products(pend);
+    turns.last();
+}
+
 /* Commits the stores and waits for them. */
 __device__ __forceinline__ void attn_store_end() {
     bulk_commit();
