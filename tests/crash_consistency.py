@@ -15,7 +15,9 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checks  # noqa: E402
 import run_compare  # noqa: E402
+from checks import check  # noqa: E402
 
 TRAIN = os.path.abspath(os.environ.get("TRAIN", "./train"))
 VERIFY = os.path.abspath(os.path.join(os.environ.get("BUILD_DIR", "build"), "tests", "verify_checkpoints"))
@@ -29,14 +31,6 @@ CONFIG = {"hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 4, 
           "tokenizer": "byte", "batch_size": 2, "seq_len": 32, "steps": STEPS, "learning_rate": 3e-3,
           "warmup_steps": 4, "lr_schedule": "cosine", "eval_every": 10, "eval_batches": 2, "sample_every": 20,
           "sample_tokens": 16, "checkpoint_every": 2, "keep_last": 2}
-
-failures = 0
-
-
-def check(ok, msg):
-    global failures
-    failures += not ok
-    print(("PASS " if ok else "FAIL ") + msg, flush=True)
 
 
 def leftovers(run):
@@ -220,7 +214,7 @@ def crash_test(tmp):
     check(run_compare.checkpoint_steps(run) == list(range(STEPS - every * (keep - 1), STEPS + 1, every)),
           f"the newest {keep} checkpoints kept: {run_compare.checkpoint_steps(run)}")
     same = run_compare.compare_runs(straight, run)
-    return 1 if failures or not same else 0
+    return 1 if checks.failures or not same else 0
 
 
 if __name__ == "__main__":

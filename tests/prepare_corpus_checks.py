@@ -20,19 +20,15 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checks  # noqa: E402
+from checks import check  # noqa: E402
 from dataprep import readers  # noqa: E402
 from dataprep.tokenizer import LLAMA3_PATTERN  # noqa: E402 (the pattern is Llama 3's definition, not our code)
 
 BOS = 128000
 SHARD_TOKENS = 3001
 LARGE_SHARD_TOKENS = 20011
-failures = 0
-
-
-def check(ok, message):
-    global failures
-    failures += not ok
-    print(("PASS " if ok else "FAIL ") + message, flush=True)
 
 
 def command(args):
@@ -359,7 +355,7 @@ def main():
         check_sections_across_chunks()
         check_other_inputs(tmp, text_records(shakespeare[:20000].encode()))
         check_errors(tmp)
-    return 1 if failures else 0
+    return 1 if checks.failures else 0
 
 
 if __name__ == "__main__":
