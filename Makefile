@@ -17,8 +17,8 @@ else
   TRAIN_BIN := train
 endif
 CFLAGS  ?= -O3 -march=native
-CFLAGS  += -std=c11 -fopenmp -Wall -Wextra -Wno-unused-parameter -I. -D_GNU_SOURCE
-LDLIBS  += -lcjson -lz -lm -fopenmp
+CFLAGS  += -std=c11 -fopenmp -pthread -Wall -Wextra -Wno-unused-parameter -I. -D_GNU_SOURCE
+LDLIBS  += -lcjson -lz -lm -fopenmp -pthread
 PYTHON  ?= python3
 SHARED  ?= ../shared/data
 

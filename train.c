@@ -29,6 +29,7 @@
 #include "model/optimizer.h"
 #include "model/sampler.h"
 #include "persist/checkpoint.h"
+#include "persist/checkpoint_writer.h"
 #include "persist/hf_weights.h"
 #include "persist/run_dir.h"
 #include "persist/state_file.h"
@@ -36,9 +37,14 @@
 
 #define ERRLEN 1024
 
-/* The program's end on an error: the message, then exit status 1. _exit after flushing, not exit: what is allocated
- * at that moment goes back with the process, so no exit handler may take it for a leak (LeakSanitizer's would, for a
- * buffer whose pointer the compiler left in a register, depending on the optimization level). */
+/* The run's checkpoint writer, once made: an error ends the program only after the checkpoint it is writing is
+ * complete. */
+static CheckpointWriter *active_writer;
+
+/* The program's end on an error: the message, then (after a checkpoint write in flight has ended) exit status 1.
+ * _exit after flushing, not exit: what is allocated at that moment goes back with the process, so no exit handler
+ * may take it for a leak (LeakSanitizer's would, for a buffer whose pointer the compiler left in a register,
+ * depending on the optimization level). */
 static void die(const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);
@@ -46,6 +52,15 @@ static void die(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     fprintf(stderr, "\n");
     va_end(ap);
+    if (active_writer && checkpoint_writer_busy(active_writer)) {
+        fprintf(stderr, "waiting for the checkpoint write of step %llu to end before stopping\n",
+                (unsigned long long)checkpoint_writer_step(active_writer));
+        fflush(NULL);
+        CheckpointDone d;
+        checkpoint_writer_wait(active_writer, &d);
+        if (d.failed) fprintf(stderr, "the checkpoint of step %llu failed too: %s\n", (unsigned long long)d.step, d.err);
+        else fprintf(stderr, "checkpoint %s is complete\n", d.stats.path);
+    }
     fflush(NULL);
     _exit(1);
 }
@@ -122,27 +137,50 @@ static const char *size_text(char buf[32], size_t bytes) {
     return buf;
 }
 
-/* The memory preflight, before the model is allocated: prints what the run needs of the backend's memory and what
- * is available, and stops with what to lower when it is not there. */
+/* The host memory of the checkpoint snapshot beside a model on the GPU (a CPU model's is counted with the model):
+ * printed, and checked against what the host has. */
+static void check_snapshot_memory(size_t snapshot) {
+    const size_t avail = kernels_cpu.available_bytes();
+    char need[32], have[32];
+    printf("host memory: %s needed for the checkpoint snapshot, ", size_text(need, snapshot));
+    if (avail != SIZE_MAX) printf("%s available\n", size_text(have, avail));
+    else printf("the host memory available is unknown\n");
+    fflush(stdout);
+    if (snapshot > avail)
+        die("not enough host memory: the checkpoint snapshot (the master weights and AdamW moments, copied off the GPU "
+            "so that training goes on while a checkpoint is written) needs %s and %s is available", need, have);
+}
+
+/* The memory preflight, before the model is allocated: prints what the run needs of the backend's memory (and of the
+ * host's for the checkpoint snapshot) and what is available, and stops with what to lower when it is not there. */
 static void check_memory(const ModelConfig *mc, const Kernels *k, const TrainConfig *t, const char *cfg_path) {
     ModelMemory mem;
     if (model_memory(mc, k, t->batch_size, t->seq_len, &mem)) die("out of host memory for the model tables");
+    const size_t snapshot = checkpoint_snapshot_bytes(mem.n_params);
+    const int on_host = k->device_name == NULL; /* the snapshot is in the backend's own memory */
+    if (on_host) mem.total = size_add(mem.total, snapshot);
     const size_t avail = k->available_bytes();
     const SizeUnit u = size_unit(mem.total); /* the parts in the total's unit */
-    char need[32], have[32], part[32], rest[32];
-    printf("memory: %s needed (params %.*f, grads %.*f, adam %.*f, activations %.*f, workspace %.*f), ",
+    char need[32], have[32], part[32], rest[32], snap[48] = "";
+    if (on_host) snprintf(snap, sizeof(snap), ", checkpoint snapshot %.*f", u.digits, snapshot / u.bytes);
+    printf("memory: %s needed (params %.*f, grads %.*f, adam %.*f, activations %.*f, workspace %.*f%s), ",
            size_text(need, mem.total), u.digits, mem.params / u.bytes, u.digits, mem.grads / u.bytes, u.digits,
-           mem.adam / u.bytes, u.digits, mem.activations / u.bytes, u.digits, mem.workspace / u.bytes);
+           mem.adam / u.bytes, u.digits, mem.activations / u.bytes, u.digits, mem.workspace / u.bytes, snap);
     if (avail != SIZE_MAX) printf("%s of %s available\n", size_text(have, avail), k->memory_name);
     else printf("the %s available is unknown\n", k->memory_name);
     fflush(stdout);
-    if (mem.total <= avail) return;
-    const size_t model_bytes = size_add(size_add(mem.params, mem.grads), mem.adam);
+    if (mem.total <= avail) {
+        if (!on_host) check_snapshot_memory(snapshot);
+        return;
+    }
+    size_t model_bytes = size_add(size_add(mem.params, mem.grads), mem.adam);
+    if (on_host) model_bytes = size_add(model_bytes, snapshot);
     const size_t batch_bytes = size_add(mem.activations, mem.workspace);
     if (model_bytes >= avail)
         die("not enough %s: this run needs %s and %s is available, and the model alone (its parameters, gradients and "
-            "AdamW state) takes %s: use a smaller model (hidden_size, intermediate_size, num_hidden_layers, "
-            "vocab_size of %s)", k->memory_name, need, have, size_text(part, model_bytes), cfg_path);
+            "AdamW state%s) takes %s: use a smaller model (hidden_size, intermediate_size, num_hidden_layers, "
+            "vocab_size of %s)", k->memory_name, need, have, on_host ? ", and their checkpoint snapshot" : "",
+            size_text(part, model_bytes), cfg_path);
     char other[160] = "";
 #ifdef WITH_CUDA
     ModelMemory fused;
@@ -156,8 +194,13 @@ static void check_memory(const ModelConfig *mc, const Kernels *k, const TrainCon
         size_text(part, batch_bytes), size_text(rest, model_bytes));
 }
 
-/* Appends one JSON object as a line to the run's log and flushes it. */
+/* When this process started (now_seconds), for the log's "time". */
+static double process_start;
+
+/* Appends one JSON object as a line to the run's log, with "time" (seconds since the process started), and flushes
+ * it. */
 static void log_record(FILE *log, cJSON *obj) {
+    cJSON_AddNumberToObject(obj, "time", now_seconds() - process_start);
     char *s = cJSON_PrintUnformatted(obj);
     if (!s || fprintf(log, "%s\n", s) < 0 || fflush(log) != 0) die("cannot write the run log: %s", strerror(errno));
     free(s);
@@ -320,15 +363,46 @@ static void set_aside_newer_checkpoints(const char *run_dir, uint64_t step) {
     checkpoint_list_free(&list);
 }
 
-/* Writes the checkpoint of state->step, prints where, and deletes the ones beyond keep_last. */
-static void save_checkpoint(const Model *m, const Config *cfg, const TrainState *state) {
-    char err[ERRLEN];
-    CheckpointStats cs;
-    if (checkpoint_write(cfg->train.out_dir, m, cfg, state, &cs, err, sizeof(err)))
-        die("checkpoint of step %llu: %s", (unsigned long long)state->step, err);
-    printf("checkpoint %s (%.1f MiB, %.2f s)\n", cs.path, cs.bytes / 1048576.0, cs.seconds);
+/* A background write has ended: where its checkpoint is, or the run stops (its temporary directory already gone). */
+static void report_checkpoint(const CheckpointDone *d) {
+    if (d->failed)
+        die("checkpoint of step %llu: %s; the run stops (the earlier checkpoints are as they were)",
+            (unsigned long long)d->step, d->err);
+    printf("checkpoint %s (%.1f MiB, %.2f s)\n", d->stats.path, d->stats.bytes / 1048576.0, d->stats.seconds);
     fflush(stdout);
-    if (checkpoint_prune(cfg->train.out_dir, cfg->train.keep_last, err, sizeof(err))) die("%s", err);
+}
+
+/* Waits for the write in flight, if any, saying so; `why` begins the line. */
+static void finish_checkpoint(CheckpointWriter *w, const char *why) {
+    if (!checkpoint_writer_busy(w)) return;
+    printf("%swaiting for the checkpoint write of step %llu to finish\n", why,
+           (unsigned long long)checkpoint_writer_step(w));
+    fflush(stdout);
+    CheckpointDone d;
+    checkpoint_writer_wait(w, &d);
+    report_checkpoint(&d);
+}
+
+/* Starts the checkpoint of state->step: after the write in flight (if any) has ended, the training state is copied
+ * into the writer's snapshot and written in the background. Logs how long the loop was held. */
+static void start_checkpoint(CheckpointWriter *w, const Model *m, const Config *cfg, const TrainState *state,
+                             FILE *log) {
+    char err[ERRLEN], why[64];
+    const double t0 = now_seconds();
+    snprintf(why, sizeof(why), "checkpoint of step %llu: ", (unsigned long long)state->step);
+    finish_checkpoint(w, why);
+    const double waited = now_seconds() - t0;
+    double snapshot;
+    if (checkpoint_writer_submit(w, m, cfg, state, &snapshot, err, sizeof(err))) die("%s", err);
+    printf("checkpoint of step %llu: snapshot taken in %.2f s; writing it in the background\n",
+           (unsigned long long)state->step, snapshot);
+    fflush(stdout);
+    cJSON *rec = cJSON_CreateObject();
+    cJSON_AddNumberToObject(rec, "step", (double)state->step);
+    cJSON_AddNumberToObject(rec, "checkpoint_stall_s", waited + snapshot);
+    cJSON_AddNumberToObject(rec, "checkpoint_wait_s", waited);
+    cJSON_AddNumberToObject(rec, "checkpoint_snapshot_s", snapshot);
+    log_record(log, rec);
 }
 
 /* mfu < 0: not known (no GPU, or one whose peak is not in model/flops.c), and not logged. */
@@ -355,6 +429,7 @@ static void generate(const TrainConfig *t) {
 }
 
 int main(int argc, char **argv) {
+    process_start = now_seconds();
     char err[ERRLEN];
     Config cfg;
     int rc = config_from_args(&cfg, argc, argv, err, sizeof(err));
@@ -456,6 +531,11 @@ int main(int argc, char **argv) {
         if (dataloader_seek(train, at, err, sizeof(err))) die("%s", err);
     }
 
+    /* The checkpoint writer and its snapshot buffers (host memory), made before anything is written. */
+    CheckpointWriter *writer = checkpoint_writer_create(run_dir, t->keep_last, &model, err, sizeof(err));
+    if (!writer) die("%s", err);
+    active_writer = writer;
+
     /* From here on the run directory is written. */
     if (resuming) {
         set_aside_newer_checkpoints(run_dir, start_step);
@@ -503,7 +583,10 @@ int main(int argc, char **argv) {
     printf("run directory: %s\n", run_dir);
     fflush(stdout);
 
-    if (t->steps == 0) save_checkpoint(&model, &cfg, &state); /* the initial weights, for a reference run */
+    if (t->steps == 0) { /* the initial weights, for a reference run */
+        start_checkpoint(writer, &model, &cfg, &state, log);
+        finish_checkpoint(writer, "");
+    }
 
     install_signal_handlers();
     float grad_scale = (float)(1.0 / (double)step_tokens);
@@ -524,6 +607,8 @@ int main(int argc, char **argv) {
         double norm = isfinite(loss) ? optimizer_step(&model, t, lr, step) : NAN;
         k->synchronize();
         double ms = (now_seconds() - t0) * 1e3;
+        CheckpointDone written;
+        if (checkpoint_writer_poll(writer, &written)) report_checkpoint(&written);
         double tok_s = step_tokens / (ms * 1e-3);
         double mfu = peak_flops > 0 ? tok_s * token_flops / peak_flops : -1;
         printf("step %5d/%d | loss %.4f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", step, t->steps, loss, lr, norm,
@@ -561,13 +646,17 @@ int main(int argc, char **argv) {
         if (last || stop || (t->checkpoint_every > 0 && step % t->checkpoint_every == 0)) {
             state.step = (uint64_t)step;
             state.data = dataloader_tell(train);
-            save_checkpoint(&model, &cfg, &state);
+            start_checkpoint(writer, &model, &cfg, &state, log);
         }
         if (stop) {
+            finish_checkpoint(writer, "stopping: ");
             printf("stopped by a signal after step %d; continue with: ./train -o %s --resume\n", step, run_dir);
             break;
         }
     }
+    finish_checkpoint(writer, "");
+    active_writer = NULL;
+    checkpoint_writer_destroy(writer);
     char peak[32];
     printf("peak %s memory: %s\n", k->name, size_text(peak, k->peak_bytes()));
     if (fclose(log) != 0) die("cannot close %s: %s", log_path, strerror(errno));

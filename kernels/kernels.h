@@ -74,6 +74,10 @@ typedef struct Kernels {
     void (*act_from_f32)(void *dst_act, const float *host_src, size_t n);  /* host fp32 -> act (rounds on bf16) */
     void (*act_to_f32)(float *host_dst, const void *src_act, size_t n);
     void (*synchronize)(void);
+    /* Host memory that copies from the backend's memory run fastest into (page-locked on the GPU, plain on the CPU),
+     * for the checkpoint snapshot; NULL when the host has not the memory. */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
 
     /* ---- forward ---- */
 

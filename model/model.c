@@ -61,11 +61,13 @@ static int build_param_table(ParamTable *t, const ModelConfig *c) {
     return 0;
 }
 
-const ParamView *model_find_param(const Model *m, const char *name) {
-    for (int i = 0; i < m->table.n_views; i++)
-        if (strcmp(m->table.views[i].name, name) == 0) return &m->table.views[i];
+const ParamView *param_table_find(const ParamTable *t, const char *name) {
+    for (int i = 0; i < t->n_views; i++)
+        if (strcmp(t->views[i].name, name) == 0) return &t->views[i];
     return NULL;
 }
+
+const ParamView *model_find_param(const Model *m, const char *name) { return param_table_find(&m->table, name); }
 
 /* The view of a kind in a layer (layer -1 for the global ones). */
 static const ParamView *view_of(const Model *m, ParamKind kind, int layer) {
@@ -190,6 +192,7 @@ int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMe
         mem->adam = size_add(bytes[BUF_ADAM_M], bytes[BUF_ADAM_V]);
         mem->activations = bytes[BUF_ARENA];
         mem->workspace = k->workspace_bytes(&shapes);
+        mem->n_params = m.table.n_params;
         mem->total = size_add(size_add(size_add(mem->params, mem->grads), size_add(mem->adam, mem->activations)),
                               mem->workspace);
     }

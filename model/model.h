@@ -101,6 +101,7 @@ typedef struct ModelMemory {
     size_t activations; /* the activation arena */
     size_t workspace;   /* the backend's own (Kernels.workspace_bytes) */
     size_t total;
+    size_t n_params;    /* the parameters (what the checkpoint snapshot beside the model holds 3 x 4 bytes of) */
 } ModelMemory;
 
 /* The memory preflight: what model_create(cfg, k, B, T) allocates on the backend, from the same list of buffers
@@ -115,6 +116,8 @@ void model_init_weights(Model *m, uint64_t seed);
 /* Sets master weights [offset, offset+n) from host fp32 values and refreshes the working copy of that range. */
 void model_set_master(Model *m, const float *host, size_t offset, size_t n);
 
+/* The view of a name ("layers.3.wqkv"), or NULL. */
+const ParamView *param_table_find(const ParamTable *t, const char *name);
 const ParamView *model_find_param(const Model *m, const char *name);
 
 /* Forward of B sequences of T tokens (host ids), through the final norm (x_final, O, r_final). */

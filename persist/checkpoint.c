@@ -184,52 +184,107 @@ static double now_seconds(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int write_text(const char *dir, const char *name, char *text, char *err, size_t errlen) {
+size_t checkpoint_snapshot_bytes(size_t n_params) { return size_mul(size_mul(3, n_params), sizeof(float)); }
+
+/* The test hook of checkpoint_snapshot_alloc. */
+static void test_pause(const CheckpointSnapshot *snap, const char *phase) {
+    if (snap->test_pause_ms <= 0) return;
+    fprintf(stderr, "checkpoint test pause: %s of step %llu\n", phase, (unsigned long long)snap->state.step);
+    fflush(stderr);
+    struct timespec ts = {snap->test_pause_ms / 1000, (long)(snap->test_pause_ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+int checkpoint_snapshot_alloc(CheckpointSnapshot *snap, const Model *m, char *err, size_t errlen) {
+    memset(snap, 0, sizeof(*snap));
+    const char *pause = getenv("TRAIN_TEST_CHECKPOINT_PAUSE_MS");
+    snap->test_pause_ms = pause ? atoi(pause) : 0;
+    snap->k = m->k;
+    snap->model = &m->cfg;
+    snap->table = &m->table;
+    const size_t bytes = m->table.n_params * sizeof(float);
+    float **bufs[3] = {&snap->master, &snap->adam_m, &snap->adam_v};
+    for (int i = 0; i < 3; i++)
+        if (!(*bufs[i] = m->k->host_alloc(bytes))) {
+            checkpoint_snapshot_free(snap);
+            snprintf(err, errlen, "out of host memory for the checkpoint snapshot (3 x %.2f GiB)",
+                     bytes / 1073741824.0);
+            return -1;
+        }
+    return 0;
+}
+
+int checkpoint_snapshot_take(CheckpointSnapshot *snap, const Model *m, const Config *cfg, const TrainState *s,
+                             char *err, size_t errlen) {
+    const size_t bytes = m->table.n_params * sizeof(float);
+    snap->state = *s;
+    m->k->copy_to_host(snap->master, m->master, bytes);
+    test_pause(snap, "snapshot");
+    m->k->copy_to_host(snap->adam_m, m->adam_m, bytes);
+    m->k->copy_to_host(snap->adam_v, m->adam_v, bytes);
+    snap->bf16_export = strcmp(cfg->train.export_dtype, "bf16") == 0;
+    free(snap->train_config);
+    if (!(snap->train_config = config_to_json(cfg))) {
+        snprintf(err, errlen, "the checkpoint of step %llu: out of host memory", (unsigned long long)s->step);
+        return -1;
+    }
+    return 0;
+}
+
+void checkpoint_snapshot_free(CheckpointSnapshot *snap) {
+    if (snap->k) {
+        snap->k->host_free(snap->master);
+        snap->k->host_free(snap->adam_m);
+        snap->k->host_free(snap->adam_v);
+    }
+    free(snap->train_config);
+    memset(snap, 0, sizeof(*snap));
+}
+
+static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+
+/* The four files of a checkpoint, into the (new, empty) directory dir. */
+static int write_files(const char *dir, const CheckpointSnapshot *snap, char *err, size_t errlen) {
+    const int bf16 = snap->bf16_export;
     char path[CHECKPOINT_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/%s", dir, name);
-    if (!text) {
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    const HfMaster src = {snap->model, snap->table, snap->master, host_copy};
+    uint32_t crc;
+    uint64_t bytes;
+    if (hf_export_master(&src, path, bf16 ? ST_BF16 : ST_F32, &crc, &bytes, err, errlen)) return -1;
+    char *hf = hf_export_config(snap->model, bf16 ? "bfloat16" : "float32");
+    snprintf(path, sizeof(path), "%s/config.json", dir);
+    if (!hf) {
         snprintf(err, errlen, "%s: out of memory", path);
         return -1;
     }
-    int rc = fs_write_durable(path, text, strlen(text), err, errlen);
-    free(text);
-    return rc;
-}
-
-/* The four files of a checkpoint, into the (new, empty) directory dir. */
-static int write_files(const char *dir, const Model *m, const Config *cfg, const TrainState *s, char *err,
-                       size_t errlen) {
-    int bf16 = strcmp(cfg->train.export_dtype, "bf16") == 0;
-    char path[CHECKPOINT_PATH_MAX + 32];
-    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-    if (hf_export_weights(m, path, bf16 ? ST_BF16 : ST_F32, err, errlen)) return -1;
-    if (write_text(dir, "config.json", hf_export_config(&m->cfg, bf16 ? "bfloat16" : "float32"), err, errlen))
-        return -1;
-    char *json = config_to_json(cfg);
-    if (!json) {
-        snprintf(err, errlen, "%s: out of memory", dir);
-        return -1;
-    }
+    int rc = fs_write_durable(path, hf, strlen(hf), err, errlen);
+    free(hf);
+    if (rc) return -1;
+    /* the F32 export is the master weights: state.bin refers to it instead of holding them twice */
+    const StateData d = {snap->model, snap->table->n_params, bf16 ? snap->master : NULL, snap->adam_m, snap->adam_v,
+                         bytes, crc, snap->state, snap->train_config};
     snprintf(path, sizeof(path), "%s/state.bin", dir);
-    int rc = state_write(path, m, s, json, err, errlen);
-    if (rc == 0) rc = write_text(dir, "train_config.json", json, err, errlen);
-    else free(json);
-    return rc;
+    if (state_write(path, &d, err, errlen)) return -1;
+    snprintf(path, sizeof(path), "%s/train_config.json", dir);
+    return fs_write_durable(path, snap->train_config, strlen(snap->train_config), err, errlen);
 }
 
-int checkpoint_write(const char *run_dir, const Model *m, const Config *cfg, const TrainState *s,
-                     CheckpointStats *stats, char *err, size_t errlen) {
+int checkpoint_write(const char *run_dir, const CheckpointSnapshot *snap, CheckpointStats *stats, char *err,
+                     size_t errlen) {
     double t0 = now_seconds();
+    const TrainState *s = &snap->state;
     char tmp[CHECKPOINT_PATH_MAX], final[CHECKPOINT_PATH_MAX], old[CHECKPOINT_PATH_MAX];
     hidden_path(tmp, sizeof(tmp), run_dir, s->step, "tmp");
     hidden_path(old, sizeof(old), run_dir, s->step, "deleting");
     checkpoint_path(final, sizeof(final), run_dir, s->step);
     if (fs_remove_tree(tmp, err, errlen) || fs_make_dirs(tmp, err, errlen)) return -1;
-    if (write_files(tmp, m, cfg, s, err, errlen) || fs_sync_dir(tmp, err, errlen)) {
+    if (write_files(tmp, snap, err, errlen) || fs_sync_dir(tmp, err, errlen)) {
         char ignored[256];
         fs_remove_tree(tmp, ignored, sizeof(ignored));
         return -1;
     }
+    test_pause(snap, "rename");
     /* An existing checkpoint of this step (one written before a resume from an older one) goes only now. */
     int replacing = fs_exists(final);
     if (replacing) {
@@ -255,6 +310,16 @@ int checkpoint_write(const char *run_dir, const Model *m, const Config *cfg, con
     }
     stats->seconds = now_seconds() - t0;
     return 0;
+}
+
+int checkpoint_save(const char *run_dir, const Model *m, const Config *cfg, const TrainState *s,
+                    CheckpointStats *stats, char *err, size_t errlen) {
+    CheckpointSnapshot snap;
+    if (checkpoint_snapshot_alloc(&snap, m, err, errlen)) return -1;
+    int rc = checkpoint_snapshot_take(&snap, m, cfg, s, err, errlen);
+    if (rc == 0) rc = checkpoint_write(run_dir, &snap, stats, err, errlen);
+    checkpoint_snapshot_free(&snap);
+    return rc;
 }
 
 /* ---------------------------------------------------------------- reading */
@@ -289,11 +354,23 @@ int checkpoint_read_config(const char *dir, Config *cfg, char *err, size_t errle
 int checkpoint_load_state(const char *dir, uint64_t step, Model *m, TrainState *s, char *err, size_t errlen) {
     char path[CHECKPOINT_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/state.bin", dir);
-    if (state_read(path, m, s, NULL, err, errlen)) return -1;
+    StateInfo info;
+    if (state_read(path, m, s, NULL, &info, err, errlen)) return -1;
     if (s->step != step) {
         snprintf(err, errlen, "state %s is of step %llu, but its directory says step %llu", path,
                  (unsigned long long)s->step, (unsigned long long)step);
         return -1;
     }
-    return 0;
+    if (!info.master_in_weights) return 0;
+    snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+    uint32_t crc;
+    uint64_t bytes;
+    if (fs_file_crc32(path, &crc, &bytes, err, errlen)) return -1;
+    if (bytes != info.weights_bytes || crc != info.weights_crc) {
+        snprintf(err, errlen, "%s is %llu bytes with CRC32 %08x, but state.bin holds the master weights as a file of "
+                 "%llu bytes with CRC32 %08x: the file is damaged", path, (unsigned long long)bytes, crc,
+                 (unsigned long long)info.weights_bytes, info.weights_crc);
+        return -1;
+    }
+    return hf_import_weights(m, dir, err, errlen);
 }

@@ -56,10 +56,10 @@ static RowChunk chunk_at(const HfTensor *t, size_t r0, size_t chunk_rows) {
     return ch;
 }
 
-/* The view of t in m; the table and the layout agree by construction, so a mismatch is a programming error (an
- * internal invariant, never the user's input: abort). */
-static const ParamView *view_for(const Model *m, const HfTensor *t) {
-    const ParamView *v = model_find_param(m, t->view);
+/* The view of t in a model's table; the table and the layout agree by construction, so a mismatch is a programming
+ * error (an internal invariant, never the user's input: abort). */
+static const ParamView *view_for(const ParamTable *table, const HfTensor *t) {
+    const ParamView *v = param_table_find(table, t->view);
     if (!v || v->cols != t->cols) {
         fprintf(stderr, "internal error: no parameter view %s of width %d for %s\n", t->view, t->cols, t->name);
         abort();
@@ -69,8 +69,9 @@ static const ParamView *view_for(const Model *m, const HfTensor *t) {
 
 /* ---------------------------------------------------------------- export */
 
-int hf_export_weights(const Model *m, const char *path, StDtype dtype, char *err, size_t errlen) {
-    int n = hf_tensor_count(&m->cfg);
+int hf_export_master(const HfMaster *src, const char *path, StDtype dtype, uint32_t *crc, uint64_t *bytes, char *err,
+                     size_t errlen) {
+    int n = hf_tensor_count(src->cfg);
     HfTensor *ts = calloc((size_t)n, sizeof(HfTensor));
     StTensorInfo *infos = calloc((size_t)n, sizeof(StTensorInfo));
     Transfer x = {0};
@@ -80,7 +81,7 @@ int hf_export_weights(const Model *m, const char *path, StDtype dtype, char *err
         snprintf(err, errlen, "%s: out of host memory", path);
         goto done;
     }
-    hf_tensor_list(&m->cfg, ts);
+    hf_tensor_list(src->cfg, ts);
     for (int i = 0; i < n; i++) {
         snprintf(infos[i].name, sizeof(infos[i].name), "%s", ts[i].name);
         infos[i].dtype = dtype;
@@ -88,7 +89,7 @@ int hf_export_weights(const Model *m, const char *path, StDtype dtype, char *err
         infos[i].shape[0] = ts[i].is_vector ? ts[i].cols : ts[i].rows;
         infos[i].shape[1] = ts[i].cols;
     }
-    if (transfer_alloc(&x, &m->cfg, ts, n)) {
+    if (transfer_alloc(&x, src->cfg, ts, n)) {
         snprintf(err, errlen, "%s: out of host memory", path);
         goto done;
     }
@@ -96,17 +97,19 @@ int hf_export_weights(const Model *m, const char *path, StDtype dtype, char *err
     if (!w) goto done;
     for (int i = 0; i < n; i++) {
         const HfTensor *t = &ts[i];
-        const ParamView *v = view_for(m, t);
+        const ParamView *v = view_for(src->table, t);
         size_t cols = (size_t)t->cols;
         for (size_t r0 = 0; r0 < (size_t)t->rows; r0 += x.chunk_rows) {
             RowChunk ch = chunk_at(t, r0, x.chunk_rows);
-            m->k->copy_to_host(x.span, m->master + v->offset + ch.lo * cols, (ch.hi - ch.lo) * cols * sizeof(float));
+            src->copy(x.span, src->master + v->offset + ch.lo * cols, (ch.hi - ch.lo) * cols * sizeof(float));
             for (size_t r = ch.r0; r < ch.r1; r++)
                 memcpy(x.rows + (r - ch.r0) * cols, x.span + (hf_internal_row(t, r) - ch.lo) * cols,
                        cols * sizeof(float));
             if (st_writer_append_f32(w, x.rows, (ch.r1 - ch.r0) * cols, err, errlen)) goto done;
         }
     }
+    if (crc) *crc = st_writer_crc32(w);
+    if (bytes) *bytes = st_writer_bytes(w);
     rc = st_writer_close(w, err, errlen);
     w = NULL;
 done:
@@ -115,6 +118,11 @@ done:
     free(ts);
     free(infos);
     return rc;
+}
+
+int hf_export_weights(const Model *m, const char *path, StDtype dtype, char *err, size_t errlen) {
+    const HfMaster src = {&m->cfg, &m->table, m->master, m->k->copy_to_host};
+    return hf_export_master(&src, path, dtype, NULL, NULL, err, errlen);
 }
 
 /* ---------------------------------------------------------------- import */
@@ -277,7 +285,7 @@ static int check_tensors(const HfSource *s, const ModelConfig *c, const HfTensor
 
 static int load_tensor(Model *m, StFile *f, const StTensorInfo *info, const HfTensor *t, Transfer *x, char *err,
                        size_t errlen) {
-    const ParamView *v = view_for(m, t);
+    const ParamView *v = view_for(&m->table, t);
     size_t cols = (size_t)t->cols;
     for (size_t r0 = 0; r0 < (size_t)t->rows; r0 += x->chunk_rows) {
         RowChunk ch = chunk_at(t, r0, x->chunk_rows);

@@ -7,11 +7,25 @@
 #define HF_WEIGHTS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "model/model.h"
 #include "persist/safetensors.h"
 
-/* Writes path (a new file; fsync'd) with the weights in dtype (ST_F32, ST_BF16 or ST_F16). */
+/* Master weights to export: a model's config and parameter table, and a buffer of its master weights read through
+ * copy (the backend's copy_to_host for the model's own buffer, memcpy for a host copy such as a checkpoint's). */
+typedef struct HfMaster {
+    const ModelConfig *cfg;
+    const ParamTable *table;
+    const float *master;
+    void (*copy)(void *host_dst, const void *src, size_t bytes);
+} HfMaster;
+
+/* Writes path (a new file; fsync'd) with the weights in dtype (ST_F32, ST_BF16 or ST_F16); crc and bytes (when not
+ * NULL) get the CRC32 and size of the whole file. */
+int hf_export_master(const HfMaster *src, const char *path, StDtype dtype, uint32_t *crc, uint64_t *bytes, char *err,
+                     size_t errlen);
+/* The same from a model's master weights. */
 int hf_export_weights(const Model *m, const char *path, StDtype dtype, char *err, size_t errlen);
 
 /* Loads the weights of dir into m (master and working copy). On an error (naming the file and the tensor) nothing

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "util/crc32.h"
 #include "util/fsutil.h"
 
 #define MAX_HEADER_BYTES (100u << 20) /* the limit of the reference implementation */
@@ -358,7 +359,17 @@ struct StWriter {
     int current;        /* the tensor being written */
     uint64_t written;   /* elements of it written so far */
     unsigned char *staging;
+    uint32_t crc;       /* CRC32 of the bytes of the file so far */
+    uint64_t bytes;     /* and their number */
 };
+
+/* Writes n bytes to the file and adds them to its running CRC32 and size. */
+static int put_bytes(StWriter *w, const void *p, size_t n) {
+    if (fwrite(p, 1, n, w->f) != n) return -1;
+    w->crc = crc32_bytes(w->crc, p, n);
+    w->bytes += n;
+    return 0;
+}
 
 #define STAGING_ELEMS 65536
 
@@ -399,8 +410,8 @@ StWriter *st_writer_open(const char *path, const StTensorInfo *tensors, int n, c
         snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
         goto fail;
     }
-    int ok = fwrite(&padded, 8, 1, w->f) == 1 && fwrite(json, 1, len, w->f) == len;
-    for (uint64_t i = len; i < padded && ok; i++) ok = fputc(' ', w->f) != EOF;
+    static const char spaces[8] = "        ";
+    int ok = put_bytes(w, &padded, 8) == 0 && put_bytes(w, json, len) == 0 && put_bytes(w, spaces, padded - len) == 0;
     if (!ok) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         goto fail;
@@ -449,7 +460,7 @@ int st_writer_append_f32(StWriter *w, const float *values, size_t n, char *err, 
                      DTYPES[t->dtype].name);
             return -1;
         }
-        if (fwrite(w->staging, es, take, w->f) != take) {
+        if (put_bytes(w, w->staging, es * take)) {
             snprintf(err, errlen, "cannot write %s: %s", w->path, strerror(errno));
             return -1;
         }
@@ -475,6 +486,9 @@ int st_writer_close(StWriter *w, char *err, size_t errlen) {
     free_writer(w);
     return rc;
 }
+
+uint32_t st_writer_crc32(const StWriter *w) { return w->crc; }
+uint64_t st_writer_bytes(const StWriter *w) { return w->bytes; }
 
 void st_writer_abort(StWriter *w) {
     if (!w) return;

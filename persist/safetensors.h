@@ -57,6 +57,10 @@ typedef struct StWriter StWriter;
 StWriter *st_writer_open(const char *path, const StTensorInfo *tensors, int n, char *err, size_t errlen);
 /* Appends n fp32 values, converted to the dtype of the tensor they fall in (they may span tensors). */
 int st_writer_append_f32(StWriter *w, const float *values, size_t n, char *err, size_t errlen);
+/* The CRC32 (zlib's) of the bytes written so far, header included, and their number: once every tensor is appended,
+ * those of the whole file. */
+uint32_t st_writer_crc32(const StWriter *w);
+uint64_t st_writer_bytes(const StWriter *w);
 /* Checks that every byte was written, then flushes, fsyncs and closes. Frees w whatever happens. */
 int st_writer_close(StWriter *w, char *err, size_t errlen);
 /* Closes and deletes the partial file. */

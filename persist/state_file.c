@@ -1,5 +1,5 @@
-/* state_file.c: writing and validating state.bin (layout in state_file.h). Large sections stream through one host
- * buffer between the device and the file, with a running CRC32. */
+/* state_file.c: writing state.bin from host memory and validating it as it is read (layout in state_file.h). Large
+ * sections are read through one host buffer into the device, with a running CRC32. */
 #include "persist/state_file.h"
 
 #include <errno.h>
@@ -7,29 +7,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <zlib.h>
 
+#include "util/crc32.h"
 #include "util/fsutil.h"
 
 #define MAGIC "L3STATE"
-#define VERSION 1
+#define VERSION 2
+#define MASTER_FILE_BYTES 16
 #define HEADER_BYTES 72
 #define SECTION_HEADER_BYTES 32
 #define N_SECTIONS 6
 #define DATA_POSITION_BYTES 40
 #define MAX_CONFIG_BYTES (16u << 20)
 #define STREAM_BYTES (16u << 20)
-
-static uint32_t crc_of(uint32_t crc, const void *p, size_t n) {
-    const unsigned char *b = p;
-    while (n > 0) { /* zlib's length is a uInt */
-        size_t take = n > (1u << 30) ? (1u << 30) : n;
-        crc = (uint32_t)crc32(crc, b, (uInt)take);
-        b += take;
-        n -= take;
-    }
-    return crc;
-}
 
 static void put_u32(unsigned char *p, uint32_t v) { memcpy(p, &v, 4); }
 static void put_u64(unsigned char *p, uint64_t v) { memcpy(p, &v, 8); }
@@ -73,13 +63,13 @@ static void section_begin(Out *o, const char *name, uint64_t n_bytes) {
     unsigned char h[SECTION_HEADER_BYTES] = {0};
     memcpy(h, name, strlen(name));
     put_u64(h + 16, n_bytes);
-    put_u32(h + 28, crc_of(0, h, 28));
+    put_u32(h + 28, crc32_bytes(0, h, 28));
     out_bytes(o, h, sizeof(h));
     o->crc = 0;
 }
 
 static void section_data(Out *o, const void *p, size_t n) {
-    o->crc = crc_of(o->crc, p, n);
+    o->crc = crc32_bytes(o->crc, p, n);
     out_bytes(o, p, n);
 }
 
@@ -89,52 +79,41 @@ static void section_end(Out *o) {
     out_bytes(o, c, 4);
 }
 
-/* A section holding n fp32 values of a device buffer. */
-static void section_device(Out *o, const char *name, const Model *m, const float *src, size_t n, float *buf) {
-    section_begin(o, name, (uint64_t)n * 4);
-    size_t chunk = STREAM_BYTES / 4;
-    for (size_t at = 0; at < n && !o->failed; at += chunk) {
-        size_t len = n - at < chunk ? n - at : chunk;
-        m->k->copy_to_host(buf, src + at, len * 4);
-        section_data(o, buf, len * 4);
-    }
-    section_end(o);
-}
-
 static void section_bytes(Out *o, const char *name, const void *p, size_t n) {
     section_begin(o, name, n);
     section_data(o, p, n);
     section_end(o);
 }
 
-int state_write(const char *path, const Model *m, const TrainState *s, const char *config_json, char *err,
-                size_t errlen) {
-    float *buf = malloc(STREAM_BYTES);
-    if (!buf) {
-        snprintf(err, errlen, "%s: out of host memory", path);
-        return -1;
-    }
+int state_write(const char *path, const StateData *d, char *err, size_t errlen) {
     Out o = {fopen(path, "wb"), path, 0, 0};
     if (!o.f) {
         snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        free(buf);
         return -1;
     }
+    const TrainState *s = &d->state;
     unsigned char h[HEADER_BYTES] = {0};
     memcpy(h, MAGIC, sizeof(MAGIC));
     put_u32(h + 8, VERSION);
     put_u32(h + 12, N_SECTIONS);
     put_u64(h + 16, s->step);
-    put_u64(h + 24, m->table.n_params);
+    put_u64(h + 24, d->n_params);
     int32_t shape[N_SHAPE];
-    shape_of(&m->cfg, shape);
+    shape_of(d->cfg, shape);
     memcpy(h + 32, shape, sizeof(shape));
-    put_u32(h + 64, crc_of(0, h, 64));
+    put_u32(h + 64, crc32_bytes(0, h, 64));
     out_bytes(&o, h, sizeof(h));
-    size_t n = m->table.n_params;
-    section_device(&o, "master", m, m->master, n, buf);
-    section_device(&o, "adam_m", m, m->adam_m, n, buf);
-    section_device(&o, "adam_v", m, m->adam_v, n, buf);
+    size_t bytes = d->n_params * sizeof(float);
+    if (d->master) {
+        section_bytes(&o, "master", d->master, bytes);
+    } else {
+        unsigned char ref[MASTER_FILE_BYTES] = {0};
+        put_u64(ref, d->weights_bytes);
+        put_u32(ref + 8, d->weights_crc);
+        section_bytes(&o, "master_file", ref, sizeof(ref));
+    }
+    section_bytes(&o, "adam_m", d->adam_m, bytes);
+    section_bytes(&o, "adam_v", d->adam_v, bytes);
     unsigned char pos[DATA_POSITION_BYTES];
     uint64_t fields[5] = {s->data.epoch, s->data.shard, s->data.sample, s->data_shards, s->data_tokens};
     for (int i = 0; i < 5; i++) put_u64(pos + 8 * i, fields[i]);
@@ -142,8 +121,7 @@ int state_write(const char *path, const Model *m, const TrainState *s, const cha
     unsigned char rng[8];
     put_u64(rng, s->sample_rng);
     section_bytes(&o, "sampler_rng", rng, sizeof(rng));
-    section_bytes(&o, "config", config_json, strlen(config_json));
-    free(buf);
+    section_bytes(&o, "config", d->config_json, strlen(d->config_json));
     if (o.failed) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(o.failed));
         fclose(o.f);
@@ -160,6 +138,7 @@ typedef struct In {
     uint64_t size, at;  /* file size, read offset */
     unsigned char *buf; /* payloads stream through it */
     size_t buf_bytes;   /* STREAM_BYTES, or a multiple of 4 above the file size when that is smaller */
+    uint32_t version;   /* from the header */
 } In;
 
 /* Called with consecutive pieces of a section's payload. */
@@ -201,7 +180,7 @@ static int read_section(In *in, const char *name, uint64_t want, uint64_t max, C
     }
     uint64_t start = in->at;
     if (read_exact(in, h, sizeof(h), err, errlen)) return -1;
-    if (get_u32(h + 28) != crc_of(0, h, 28)) {
+    if (get_u32(h + 28) != crc32_bytes(0, h, 28)) {
         snprintf(err, errlen, "state %s: section \"%s\": its header at byte %llu fails its CRC check: the file is "
                  "damaged", in->path, name, (unsigned long long)start);
         return -1;
@@ -236,7 +215,7 @@ static int read_section(In *in, const char *name, uint64_t want, uint64_t max, C
     for (uint64_t off = 0; off < n; off += in->buf_bytes) {
         size_t len = (size_t)(n - off < in->buf_bytes ? n - off : in->buf_bytes);
         if (read_exact(in, in->buf, len, err, errlen)) return -1;
-        crc = crc_of(crc, in->buf, len);
+        crc = crc32_bytes(crc, in->buf, len);
         consume(ctx, in->buf, (size_t)off, len);
     }
     unsigned char c[4];
@@ -262,7 +241,7 @@ static int read_header(In *in, const Model *m, TrainState *s, char *err, size_t 
         snprintf(err, errlen, "state %s: bad magic: not a trainer state file", in->path);
         return -1;
     }
-    if (get_u32(h + 64) != crc_of(0, h, 64)) {
+    if (get_u32(h + 64) != crc32_bytes(0, h, 64)) {
         snprintf(err, errlen, "state %s: the header fails its CRC check: the file is damaged", in->path);
         return -1;
     }
@@ -271,11 +250,12 @@ static int read_header(In *in, const Model *m, TrainState *s, char *err, size_t 
                  in->path);
         return -1;
     }
-    if (get_u32(h + 8) != VERSION || get_u32(h + 12) != N_SECTIONS) {
-        snprintf(err, errlen, "state %s: version %u with %u sections; this trainer reads version %d with %d",
+    if (get_u32(h + 8) < 1 || get_u32(h + 8) > VERSION || get_u32(h + 12) != N_SECTIONS) {
+        snprintf(err, errlen, "state %s: version %u with %u sections; this trainer reads versions 1 to %d with %d",
                  in->path, get_u32(h + 8), get_u32(h + 12), VERSION, N_SECTIONS);
         return -1;
     }
+    in->version = get_u32(h + 8);
     int32_t saved[N_SHAPE], ours[N_SHAPE];
     memcpy(saved, h + 32, sizeof(saved));
     shape_of(&m->cfg, ours);
@@ -294,11 +274,43 @@ static int read_header(In *in, const Model *m, TrainState *s, char *err, size_t 
     return 0;
 }
 
-static int read_all(In *in, Model *m, TrainState *s, char **config_json, char *err, size_t errlen) {
+/* 1 when the next section is named name (the file position stays), 0 when not or when it cannot be told (then
+ * read_section names the problem). */
+static int next_section_is(In *in, const char *name) {
+    char found[16] = {0}, want[16] = {0};
+    memcpy(want, name, strlen(name));
+    size_t got = fread(found, 1, sizeof(found), in->f);
+    if (fseeko(in->f, (off_t)in->at, SEEK_SET) != 0) return 0;
+    return got == sizeof(found) && memcmp(found, want, sizeof(want)) == 0;
+}
+
+/* The master weights: a "master" section into m, or in version 2 a "master_file" reference into info. */
+static int read_master(In *in, Model *m, StateInfo *info, char *err, size_t errlen) {
+    uint64_t got;
+    memset(info, 0, sizeof(*info));
+    info->version = in->version;
+    if (in->version >= 2 && next_section_is(in, "master_file")) {
+        unsigned char ref[MASTER_FILE_BYTES];
+        if (read_section(in, "master_file", sizeof(ref), 0, consume_memory, ref, &got, err, errlen)) return -1;
+        if (get_u32(ref + 12) != 0) {
+            snprintf(err, errlen, "state %s: section \"master_file\": its reserved field is not zero: the file is "
+                     "damaged", in->path);
+            return -1;
+        }
+        info->master_in_weights = 1;
+        info->weights_bytes = get_u64(ref);
+        info->weights_crc = get_u32(ref + 8);
+        return 0;
+    }
+    DeviceTarget master = {m, m->master, 1};
+    return read_section(in, "master", (uint64_t)m->table.n_params * 4, 0, consume_device, &master, &got, err, errlen);
+}
+
+static int read_all(In *in, Model *m, TrainState *s, char **config_json, StateInfo *info, char *err, size_t errlen) {
     if (read_header(in, m, s, err, errlen)) return -1;
     uint64_t n = (uint64_t)m->table.n_params * 4, got;
-    DeviceTarget master = {m, m->master, 1}, am = {m, m->adam_m, 0}, av = {m, m->adam_v, 0};
-    if (read_section(in, "master", n, 0, consume_device, &master, &got, err, errlen) ||
+    DeviceTarget am = {m, m->adam_m, 0}, av = {m, m->adam_v, 0};
+    if (read_master(in, m, info, err, errlen) ||
         read_section(in, "adam_m", n, 0, consume_device, &am, &got, err, errlen) ||
         read_section(in, "adam_v", n, 0, consume_device, &av, &got, err, errlen))
         return -1;
@@ -336,9 +348,10 @@ static int read_all(In *in, Model *m, TrainState *s, char **config_json, char *e
     return 0;
 }
 
-int state_read(const char *path, Model *m, TrainState *s, char **config_json, char *err, size_t errlen) {
+int state_read(const char *path, Model *m, TrainState *s, char **config_json, StateInfo *info, char *err,
+               size_t errlen) {
     if (config_json) *config_json = NULL;
-    In in = {fopen(path, "rb"), path, 0, 0, NULL, 0};
+    In in = {fopen(path, "rb"), path, 0, 0, NULL, 0, 0};
     if (!in.f) {
         snprintf(err, errlen, "state %s: cannot open: %s", path, strerror(errno));
         return -1;
@@ -352,7 +365,7 @@ int state_read(const char *path, Model *m, TrainState *s, char **config_json, ch
         in.buf_bytes = in.size < STREAM_BYTES ? (size_t)in.size / 4 * 4 + 4 : STREAM_BYTES; /* whole floats */
         in.buf = malloc(in.buf_bytes);
         if (!in.buf) snprintf(err, errlen, "state %s: out of host memory", path);
-        else rc = read_all(&in, m, s, config_json, err, errlen);
+        else rc = read_all(&in, m, s, config_json, info, err, errlen);
     }
     free(in.buf);
     fclose(in.f);

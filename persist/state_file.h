@@ -3,7 +3,7 @@
  * Layout (all integers little-endian):
  *   header, 72 bytes:
  *     0  char[8]  magic "L3STATE\0"
- *     8  u32      version (1)
+ *     8  u32      version (2; version 1 files are read too)
  *    12  u32      number of sections (6)
  *    16  u64      step (optimizer steps completed)
  *    24  u64      n_params
@@ -14,7 +14,10 @@
  *   then the sections, in this order, each:
  *     char[16] name (NUL-padded), u64 n_bytes, u32 0, u32 CRC32 of these 28 bytes,
  *     n_bytes of payload, u32 CRC32 of the payload
- *   sections: "master"        n_params fp32, the master weights in the internal layout (model.h's parameter table)
+ *   sections: "master"        n_params fp32, the master weights in the internal layout (model.h's parameter table);
+ *                             or, in version 2 only, in its place
+ *             "master_file"   16 bytes: u64 size, u32 CRC32, u32 0 of the whole model.safetensors beside state.bin,
+ *                             which then holds the master weights (an F32 export: they are stored once)
  *             "adam_m"        n_params fp32, AdamW first moments
  *             "adam_v"        n_params fp32, AdamW second moments
  *             "data_position" 5 x u64: epoch, shard, sample (the next training batch), then the number of training
@@ -39,13 +42,33 @@ typedef struct TrainState {
     uint64_t sample_rng;
 } TrainState;
 
-/* Writes path (a new file, fsync'd). */
-int state_write(const char *path, const Model *m, const TrainState *s, const char *config_json, char *err,
-                size_t errlen);
+/* What state.bin holds, in host memory (a checkpoint's snapshot of the training state). */
+typedef struct StateData {
+    const ModelConfig *cfg;
+    size_t n_params;
+    const float *master;     /* NULL: model.safetensors holds them, as weights_bytes and weights_crc say */
+    const float *adam_m, *adam_v;
+    uint64_t weights_bytes;  /* with master == NULL: the size and CRC32 of model.safetensors */
+    uint32_t weights_crc;
+    TrainState state;
+    const char *config_json;
+} StateData;
 
-/* Reads path into m (master weights and working copy, Adam moments) and *s, checking every CRC, every size, and the
- * model shape against m's. If config_json is not NULL it gets the config text (the caller frees it). On an error
- * (naming the file and the section) m may be partly overwritten. */
-int state_read(const char *path, Model *m, TrainState *s, char **config_json, char *err, size_t errlen);
+/* Writes path (a new file, fsync'd), version 2. */
+int state_write(const char *path, const StateData *d, char *err, size_t errlen);
+
+/* Where a state file read by state_read says the master weights are. */
+typedef struct StateInfo {
+    uint32_t version;
+    int master_in_weights;  /* 1: in model.safetensors (a "master_file" section), not loaded by state_read */
+    uint64_t weights_bytes; /* then its size and CRC32 */
+    uint32_t weights_crc;
+} StateInfo;
+
+/* Reads path into m (master weights and working copy, unless info->master_in_weights; Adam moments) and *s, checking
+ * every CRC, every size, and the model shape against m's. If config_json is not NULL it gets the config text (the
+ * caller frees it). On an error (naming the file and the section) m may be partly overwritten. */
+int state_read(const char *path, Model *m, TrainState *s, char **config_json, StateInfo *info, char *err,
+               size_t errlen);
 
 #endif

@@ -13,6 +13,7 @@
 
 #include "model/model.h"
 #include "persist/safetensors.h"
+#include "persist/state_file.h"
 #include "tests/small_model.h"
 #include "util/fsutil.h"
 
@@ -29,6 +30,12 @@ static inline void create_model(Model *m, const ModelConfig *c, uint64_t seed, i
         m->adam_m[i] = 0.001f * (float)(i % 97) - 0.03f;
         m->adam_v[i] = 1e-6f * (float)(i % 89);
     }
+}
+
+/* What state.bin holds of a CPU model (whose buffers are host memory), its master weights included. */
+static inline StateData host_state_data(const Model *m, TrainState s, const char *config_json) {
+    StateData d = {&m->cfg, m->table.n_params, m->master, m->adam_m, m->adam_v, 0, 0, s, config_json};
+    return d;
 }
 
 /* A fresh directory under /tmp; exits on failure. */

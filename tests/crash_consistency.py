@@ -1,7 +1,8 @@
 """crash_consistency.py: kill -9 at random moments, then --resume, until the run finishes (run by
 tests/test_crash_consistency.sh, which says what is checked). The environment: TRAIN (the trainer, default ./train),
 BUILD_DIR (where tests/verify_checkpoints is, default build), CRASH_SEED (the seed of the kill schedule; default a
-fresh one, printed), CRASH_KILLS (default 15)."""
+fresh one, printed), CRASH_KILLS (default 15). The killed runs pause each checkpoint in its snapshot and before its
+rename (the trainer's test hook TRAIN_TEST_CHECKPOINT_PAUSE_MS, which says so on stderr) so that kills land there."""
 import json
 import os
 import random
@@ -22,6 +23,8 @@ from checks import check  # noqa: E402
 TRAIN = os.path.abspath(os.environ.get("TRAIN", "./train"))
 VERIFY = os.path.abspath(os.path.join(os.environ.get("BUILD_DIR", "build"), "tests", "verify_checkpoints"))
 KILLS = int(os.environ.get("CRASH_KILLS", "15"))
+PAUSE_MS = 150  # the test hook's pause in the snapshot and before the rename of every checkpoint of a killed run
+KINDS = ["moment", "snapshot", "write", "rename", "prune"]
 SEED = int(os.environ.get("CRASH_SEED") or random.SystemRandom().randrange(1 << 31))
 STEPS = 40
 # The tiny config's shapes (820k parameters: a 13 MB checkpoint, written every 2 steps) on micro-batches of 2 x 32
@@ -54,8 +57,8 @@ def write_shard(path, n, rng):
 
 
 def kill_schedule(rng):
-    """The kind of moment of each kill: random moments, checkpoint writes and prunings in equal shares, shuffled."""
-    kinds = (["moment", "write", "prune"] * KILLS)[:KILLS]
+    """The kind of moment of each kill, each of KINDS in equal shares, shuffled."""
+    kinds = (KINDS * KILLS)[:KILLS]
     rng.shuffle(kinds)
     return kinds
 
@@ -74,31 +77,52 @@ class RunWatch:
         return now - self.old
 
 
-def wait_for(proc, seconds, watch, suffix=None):
-    """Waits, watching the leftovers, until one ending in suffix is made (True), proc exits or the time is up."""
-    deadline = time.monotonic() + seconds
+def wait_for(proc, seconds, watch, suffix=None, nth=1):
+    """Waits, watching the leftovers, until the nth of those ending in suffix is made (True), proc exits or the time is
+    up."""
+    deadline, seen = time.monotonic() + seconds, set()
     while proc.poll() is None and time.monotonic() < deadline:
-        made = watch.made()
-        if suffix and any(d.endswith(suffix) for d in made):
-            return True
+        if suffix:
+            seen |= {d for d in watch.made() if d.endswith(suffix)}
+            if len(seen) >= nth:
+                return True
         time.sleep(0.0005)
     return False
 
 
-def kill_at(proc, watch, kind, rng, timing):
-    """Sends SIGKILL to proc (unless it exits first) at a moment of the given kind: moment: after a random delay, up to
-    a 1/KILLS share of the straight run's time; write: at a random point of the next checkpoint write (once its .tmp
-    directory is there); prune: as soon as the next pruning has begun (a .deleting directory), or, if none is seen
-    within 3 checkpoint periods, then."""
+def wait_for_pause(proc, out_path, phase, seconds, nth):
+    """Waits until the trainer says (on its output, in out_path) that a checkpoint paused in phase for the nth time
+    (True), proc exits or the time is up."""
+    deadline = time.monotonic() + seconds
+    while proc.poll() is None and time.monotonic() < deadline:
+        if read_text(out_path).count(f"checkpoint test pause: {phase} of step") >= nth:
+            return True
+        time.sleep(0.001)
+    return False
+
+
+def kill_at(proc, watch, out_path, kind, rng, timing):
+    """Sends SIGKILL to proc (unless it exits first) at a moment of the given kind, in one of the run's first 4
+    checkpoint periods, drawn at random: moment: after a random delay; snapshot / rename: inside the pause of the nth
+    checkpoint's snapshot (the training state half copied) or before its rename (its files complete); write: at a
+    random point of the nth checkpoint write (once its .tmp directory is there); prune: as soon as the next pruning has
+    begun (a .deleting directory), or, if none is seen within 3 checkpoint periods, then. Returns whether a snapshot or
+    rename kill came after its pause began."""
+    paused, nth, period = False, rng.randint(1, 4), timing["period"] + 2 * PAUSE_MS / 1000
     if kind == "moment":
-        wait_for(proc, rng.uniform(0, timing["run"] / KILLS), watch)
+        wait_for(proc, rng.uniform(0, 4 * period), watch)
+    elif kind in ("snapshot", "rename"):
+        paused = wait_for_pause(proc, out_path, kind, 5 * period, nth)
+        if paused:
+            time.sleep(rng.uniform(0, 0.7 * PAUSE_MS / 1000))
     elif kind == "write":
-        if wait_for(proc, timing["run"], watch, ".tmp"):
+        if wait_for(proc, 5 * period, watch, ".tmp", nth):
             time.sleep(rng.uniform(0, timing["write"]))
     else:
-        wait_for(proc, 3 * timing["period"], watch, ".deleting")
+        wait_for(proc, 3 * period, watch, ".deleting")
     if proc.poll() is None:
         proc.send_signal(signal.SIGKILL)
+    return paused
 
 
 def log_is_prefix(run, straight_log):
@@ -171,6 +195,8 @@ def crash_test(tmp):
     timing = {"run": run_seconds, "write": write_seconds, "period": run_seconds / len(writes)}
     run = f"{tmp}/crashed"
     kills, in_write, in_prune, restarts, runs, bad = 0, 0, 0, 0, 0, []
+    in_pause = {"snapshot": 0, "rename": 0}
+    killed_env = dict(env, TRAIN_TEST_CHECKPOINT_PAUSE_MS=str(PAUSE_MS))
     while True:
         if os.path.isdir(run) and run_compare.checkpoint_steps(run):
             cmd = [TRAIN, "-o", run, "--resume"]
@@ -180,10 +206,11 @@ def crash_test(tmp):
         runs += 1
         watch = RunWatch(run)
         with open(f"{tmp}/run.out", "w") as out:
-            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=killed_env)
             t0 = time.monotonic()
-            if kills < KILLS:
-                kill_at(proc, watch, schedule[kills], rng, timing)
+            paused = kills < KILLS and kill_at(proc, watch, f"{tmp}/run.out", schedule[kills], rng, timing)
+            if paused:
+                in_pause[schedule[kills]] += 1
             rc = proc.wait()
             seconds = time.monotonic() - t0
         if rc != -signal.SIGKILL:
@@ -194,6 +221,8 @@ def crash_test(tmp):
         made = watch.made()  # what the kill interrupted
         landed = [what for suffix, what in ((".tmp", "a checkpoint write"), (".deleting", "a pruning"))
                   if any(d.endswith(suffix) for d in made)]
+        if paused:
+            landed.append(f"the {schedule[kills - 1]} pause")
         in_write += "a checkpoint write" in landed
         in_prune += "a pruning" in landed
         problems = verify_after_kill(run, straight)
@@ -204,8 +233,12 @@ def crash_test(tmp):
               f"{run_compare.checkpoint_steps(run) if os.path.isdir(run) else []}", flush=True)
 
     check(kills == KILLS, f"{kills} kill -9's of {runs} runs (planned {KILLS}): {in_write} inside a checkpoint write, "
-          f"{in_prune} inside a pruning, {restarts} before the first checkpoint (started again with --overwrite)")
+          f"{in_prune} inside a pruning, {in_pause['snapshot']} inside a snapshot, {in_pause['rename']} before a "
+          f"rename, {restarts} before the first checkpoint (started again with --overwrite)")
     check(in_write > 0, f"{in_write} kills landed inside a checkpoint write (a .step_*.tmp directory left behind)")
+    if KILLS >= len(KINDS):
+        check(in_pause["snapshot"] > 0 and in_pause["rename"] > 0,
+              f"kills landed inside a snapshot ({in_pause['snapshot']}) and before a rename ({in_pause['rename']})")
     check(not bad, "after every kill, every step_* directory loads (verify_checkpoints) and equals the straight run's "
           "checkpoint of its step, and log.jsonl is a prefix of the straight run's; the last run finished with "
           "status 0" + (": " + " | ".join(bad) if bad else ""))

@@ -12,12 +12,14 @@ import struct
 import sys
 import zlib
 
-TIMINGS = ("ms", "tokens_per_s")
-STATE_KEYS = ["step", "master", "adam_m", "adam_v", "data_position", "sampler_rng"]
+TIMINGS = ("time", "ms", "tokens_per_s")
+# the master weights are in state.bin ("master") or in model.safetensors, which "master_file" names by size and CRC32
+STATE_KEYS = ["step", "master", "master_file", "adam_m", "adam_v", "data_position", "sampler_rng"]
 
 
 def log_records(run, torn_tail_ok=False):
-    """The records of RUN/log.jsonl without their timings; with torn_tail_ok, a last line cut short (by a kill in the
+    """The records of RUN/log.jsonl without their timings, and without the records of checkpoints (when a run was
+    checkpointed depends on how it was stopped and resumed); with torn_tail_ok, a last line cut short (by a kill in the
     middle of a write) is left out instead of raising."""
     lines = open(f"{run}/log.jsonl", encoding="utf-8").read().split("\n")
     if lines[-1] == "":
@@ -27,6 +29,8 @@ def log_records(run, torn_tail_ok=False):
     recs = []
     for line in lines:
         r = json.loads(line)
+        if "checkpoint_stall_s" in r:
+            continue
         for key in TIMINGS:
             r.pop(key, None)
         recs.append(r)
@@ -80,7 +84,7 @@ def compare_runs(a, b, plain=False):
     ok_log = la == lb and (plain or (any("val_loss" in r for r in la) and any("sample" in r for r in la)))
     ca, cb = checkpoint_dir(a, checkpoint_steps(a)[-1]), checkpoint_dir(b, checkpoint_steps(b)[-1])
     sa, sb = state_sections(f"{ca}/state.bin"), state_sections(f"{cb}/state.bin")
-    ok_state = all(sa[k] == sb[k] for k in STATE_KEYS)
+    ok_state = all(sa.get(k) == sb.get(k) for k in STATE_KEYS)
     ok_model = same_bytes(f"{ca}/model.safetensors", f"{cb}/model.safetensors")
     losses = [r["loss"] for r in la if "loss" in r]
     what = "losses, norms, lr" + ("" if plain else ", val losses, samples")

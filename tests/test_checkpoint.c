@@ -1,9 +1,12 @@
 /* test_checkpoint.c: the resume state file and checkpoint directories. state.bin round-trips the master weights, the
- * Adam moments, the data position, the sampler state and the config bitwise; a flipped byte in any section (or in a
- * header), a truncation anywhere, trailing bytes, nonzero padding or reserved bytes (with their CRC right) and a state
- * of another model shape are each an error naming the file and the section. Checkpoint directories: listing ignores
- * temporaries, pruning keeps the newest K, leftovers of a crash are cleaned, a missing or truncated file is found, a
- * state of another step is refused. The log is cut back to a step without torn lines. */
+ * Adam moments, the data position, the sampler state and the config bitwise; a state that refers to model.safetensors
+ * for the master weights round-trips the reference and leaves the model's weights alone; a version-1 file still
+ * reads; a flipped byte in any section (or in a header), a truncation anywhere, trailing bytes, nonzero padding or
+ * reserved bytes (with their CRC right) and a state of another model shape are each an error naming the file and the
+ * section. Checkpoint directories: listing ignores temporaries, pruning keeps the newest K, leftovers of a crash are
+ * cleaned, a missing or truncated file is found, a state of another step is refused; the F32 export holds the master
+ * weights once (state.bin refers to it) and resumes bitwise, a damaged model.safetensors is found by its CRC, the
+ * BF16 export keeps them in state.bin. The log is cut back to a step without torn lines. */
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,13 +37,15 @@ static size_t section_offset(size_t n_params, int i) {
 static void test_state_round_trip(const char *path, Model *a) {
     char err[1024];
     TrainState s = some_state(42), r;
-    int ok = state_write(path, a, &s, CONFIG_TEXT, err, sizeof(err)) == 0;
+    const StateData d = host_state_data(a, s, CONFIG_TEXT);
+    int ok = state_write(path, &d, err, sizeof(err)) == 0;
     CHECK(ok, "write state.bin%s%s", ok ? "" : ": ", ok ? "" : err);
     ModelConfig c = a->cfg;
     Model b;
     create_model(&b, &c, 99, 0);
     char *text = NULL;
-    ok = ok && state_read(path, &b, &r, &text, err, sizeof(err)) == 0;
+    StateInfo info;
+    ok = ok && state_read(path, &b, &r, &text, &info, err, sizeof(err)) == 0;
     size_t n = a->table.n_params * 4;
     CHECK(ok && memcmp(a->master, b.master, n) == 0 && memcmp(a->adam_m, b.adam_m, n) == 0 &&
               memcmp(a->adam_v, b.adam_v, n) == 0 && memcmp(b.weights, b.master, n) == 0,
@@ -48,6 +53,8 @@ static void test_state_round_trip(const char *path, Model *a) {
     CHECK(ok && r.step == 42 && r.data.epoch == 3 && r.data.shard == 1 && r.data.sample == 77 && r.data_shards == 2 &&
               r.data_tokens == 123456789 && r.sample_rng == s.sample_rng && text && strcmp(text, CONFIG_TEXT) == 0,
           "step, data position, data size, sampler state and config text come back");
+    CHECK(ok && info.version == 2 && !info.master_in_weights, "a state written now is version 2 and holds the master "
+          "weights (version %u, master_in_weights %d)", ok ? info.version : 0, ok ? info.master_in_weights : -1);
     free(text);
     model_destroy(&b);
     struct stat st;
@@ -62,7 +69,8 @@ static void expect_bad_state(const char *label, const char *path, const ModelCon
     create_model(&m, c, 5, 0);
     TrainState r;
     char err[1024] = "";
-    int rc = state_read(path, &m, &r, NULL, err, sizeof(err));
+    StateInfo info;
+    int rc = state_read(path, &m, &r, NULL, &info, err, sizeof(err));
     CHECK(rc != 0 && strstr(err, path) && strstr(err, w1) && (!w2 || strstr(err, w2)), "%s: %s", label, err);
     model_destroy(&m);
 }
@@ -141,6 +149,122 @@ static void test_state_damage(const char *good, const Model *a) {
                      "tie_word_embeddings");
 }
 
+/* A state that refers to model.safetensors for the master weights: the reference comes back and the model's own
+ * weights are not touched; the same file with the version field set to 1 is refused (version 1 has no reference). */
+static void test_state_weights_reference(const Model *a) {
+    char path[512], err[1024];
+    snprintf(path, sizeof(path), "%s/ref.bin", dir);
+    StateData d = host_state_data(a, some_state(9), CONFIG_TEXT);
+    d.master = NULL;
+    d.weights_bytes = 123456789012ull;
+    d.weights_crc = 0xA5C3E1F0u;
+    int ok = state_write(path, &d, err, sizeof(err)) == 0;
+    ModelConfig c = a->cfg;
+    Model b;
+    create_model(&b, &c, 99, 0);
+    float *before = malloc(b.table.n_params * sizeof(float));
+    memcpy(before, b.master, b.table.n_params * sizeof(float));
+    TrainState r;
+    StateInfo info;
+    ok = ok && state_read(path, &b, &r, NULL, &info, err, sizeof(err)) == 0;
+    size_t n = a->table.n_params * 4;
+    CHECK(ok && info.master_in_weights && info.weights_bytes == d.weights_bytes && info.weights_crc == d.weights_crc &&
+              memcmp(b.adam_m, a->adam_m, n) == 0 && memcmp(b.master, before, n) == 0 && r.step == 9,
+          "a state referring to model.safetensors: the size and CRC32 come back, the moments load, the model's "
+          "weights stay as they were%s%s", ok ? "" : ": ", ok ? "" : err);
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && (size_t)st.st_size == section_offset(a->table.n_params, 6) - n + 16,
+          "that state is n_params x 4 bytes smaller than one with the weights (%lld bytes)", (long long)st.st_size);
+    set_byte_with_crc(path, 8, 1, 0, 64);
+    expect_bad_state("a version-1 file with a master_file section", path, &a->cfg, "expected section \"master\"",
+                     "\"master_file\"");
+    free(before);
+    model_destroy(&b);
+}
+
+/* A file of version 1 (this layout with the master weights, from before version 2) still reads. */
+static void test_state_version_1(const char *good, const Model *a) {
+    char path[512], err[1024];
+    snprintf(path, sizeof(path), "%s/v1.bin", dir);
+    copy_file(good, path);
+    set_byte_with_crc(path, 8, 1, 0, 64);
+    ModelConfig c = a->cfg;
+    Model b;
+    create_model(&b, &c, 99, 0);
+    TrainState r;
+    StateInfo info;
+    int ok = state_read(path, &b, &r, NULL, &info, err, sizeof(err)) == 0;
+    CHECK(ok && info.version == 1 && memcmp(a->master, b.master, a->table.n_params * 4) == 0 && r.step == 42,
+          "a version-1 state.bin (written before the master weights could be referred to) reads%s%s", ok ? "" : ": ",
+          ok ? "" : err);
+    model_destroy(&b);
+}
+
+/* Loads checkpoint ck of step into a fresh model: 0 when it loads and its master weights, working copy and moments
+ * are m's bitwise. */
+static int loads_as(const char *ck, uint64_t step, const Model *m, char *err, size_t errlen) {
+    ModelConfig c = m->cfg;
+    Model back;
+    create_model(&back, &c, 8, 0);
+    TrainState r;
+    size_t n = m->table.n_params * 4;
+    int rc = checkpoint_load_state(ck, step, &back, &r, err, errlen);
+    if (rc == 0 && (memcmp(back.master, m->master, n) || memcmp(back.weights, m->master, n) ||
+                    memcmp(back.adam_m, m->adam_m, n) || memcmp(back.adam_v, m->adam_v, n))) {
+        snprintf(err, errlen, "other values than the model's");
+        rc = -1;
+    }
+    model_destroy(&back);
+    return rc;
+}
+
+/* The F32 export is the master weights: state.bin refers to it (16 bytes instead of n_params x 4), the checkpoint
+ * loads bitwise, and a damaged model.safetensors is found by its CRC32. The BF16 export keeps them in state.bin. */
+static void test_master_stored_once(const Model *m) {
+    char run[512], err[1024], ck[1100], path[1200];
+    snprintf(run, sizeof(run), "%s/once", dir);
+    Config cfg;
+    config_defaults(&cfg);
+    cfg.model = m->cfg;
+    TrainState s = some_state(6);
+    CheckpointStats cs;
+    int ok = checkpoint_save(run, m, &cfg, &s, &cs, err, sizeof(err)) == 0;
+    checkpoint_path(ck, sizeof(ck), run, 6);
+    snprintf(path, sizeof(path), "%s/state.bin", ck);
+    char *json = config_to_json(&cfg);
+    size_t np = m->table.n_params, want = 72 + (32 + 16 + 4) + 2 * (32 + np * 4 + 4) + (32 + 40 + 4) + (32 + 8 + 4) +
+                                          (32 + strlen(json) + 4);
+    free(json);
+    struct stat st;
+    CHECK(ok && stat(path, &st) == 0 && (size_t)st.st_size == want,
+          "with the F32 export, state.bin holds the moments and a reference to model.safetensors (%lld bytes, "
+          "expected %zu)%s%s", (long long)st.st_size, want, ok ? "" : ": ", ok ? "" : err);
+    ok = ok && loads_as(ck, 6, m, err, sizeof(err)) == 0;
+    CHECK(ok, "it loads: master weights (from model.safetensors), working copy and moments bitwise%s%s", ok ? "" : ": ",
+          ok ? "" : err);
+    snprintf(path, sizeof(path), "%s/model.safetensors", ck);
+    size_t n;
+    unsigned char *saved = read_bytes(path, &n);
+    flip_byte(path, n - 4 * (np / 3));
+    ok = checkpoint_check_files(ck, err, sizeof(err)) == 0 && loads_as(ck, 6, m, err, sizeof(err)) != 0;
+    CHECK(ok && strstr(err, path) && strstr(err, "CRC32") && strstr(err, "damaged"),
+          "a flipped bit in model.safetensors' weights is found by the CRC32 that state.bin holds: %s", err);
+    if (saved) write_bytes(path, saved, n);
+    free(saved);
+    snprintf(cfg.train.export_dtype, sizeof(cfg.train.export_dtype), "bf16");
+    ok = checkpoint_save(run, m, &cfg, &s, &cs, err, sizeof(err)) == 0 && loads_as(ck, 6, m, err, sizeof(err)) == 0;
+    Model b;
+    ModelConfig c = m->cfg;
+    create_model(&b, &c, 8, 0);
+    TrainState r;
+    StateInfo info;
+    snprintf(path, sizeof(path), "%s/state.bin", ck);
+    ok = ok && state_read(path, &b, &r, NULL, &info, err, sizeof(err)) == 0;
+    CHECK(ok && !info.master_in_weights, "with the BF16 export, state.bin holds the fp32 master weights and the "
+          "checkpoint loads bitwise%s%s", ok ? "" : ": ", ok ? "" : err);
+    model_destroy(&b);
+}
+
 static int list_equals(const char *run, const uint64_t *want, int n) {
     CheckpointList l;
     char err[512];
@@ -162,7 +286,7 @@ static void test_directories(Model *m) {
     for (uint64_t step = 1; step <= 4 && ok; step++) {
         TrainState s = some_state(step);
         CheckpointStats cs;
-        ok = checkpoint_write(run, m, &cfg, &s, &cs, err, sizeof(err)) == 0;
+        ok = checkpoint_save(run, m, &cfg, &s, &cs, err, sizeof(err)) == 0;
         total = cs.bytes;
     }
     uint64_t all[] = {1, 2, 3, 4};
@@ -203,7 +327,7 @@ static void test_directories(Model *m) {
     TrainState r;
     char ck[1100];
     checkpoint_path(ck, sizeof(ck), run, 4);
-    ok = checkpoint_write(run, m, &cfg, &s, &cs, err, sizeof(err)) == 0 &&
+    ok = checkpoint_save(run, m, &cfg, &s, &cs, err, sizeof(err)) == 0 &&
          checkpoint_load_state(ck, 4, &back, &r, err, sizeof(err)) == 0 && r.sample_rng == 5;
     CHECK(ok && list_equals(run, last, 1), "a checkpoint of an existing step replaces it%s%s", ok ? "" : ": ",
           ok ? "" : err);
@@ -255,6 +379,9 @@ int main(void) {
     snprintf(good, sizeof(good), "%s/state.bin", dir);
     test_state_round_trip(good, &a);
     test_state_damage(good, &a);
+    test_state_version_1(good, &a);
+    test_state_weights_reference(&a);
+    test_master_stored_once(&a);
     test_directories(&a);
     test_log_truncate();
     model_destroy(&a);

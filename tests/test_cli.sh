@@ -164,14 +164,14 @@ cp "$TMP/run/log.jsonl" "$TMP/log.before"
 expect_fail "existing run directory" "already holds a run.*--overwrite" $TRAIN -c "$TMP/small.json" -o "$TMP/run"
 if cmp -s "$TMP/log.before" "$TMP/run/log.jsonl"; then pass "the refused run left the old log untouched"; else fail "log changed"; fi
 
-# Memory preflight. A run prints what it needs of the backend's memory and what is available, and the CPU backend's
-# peak is that estimate. A model too large (the issue's: hidden_size 4096, 32/8 heads, vocab_size 2^24, over 1 TiB)
+# Memory preflight. A run prints what it needs of the backend's memory (the checkpoint snapshot included: on the CPU
+# it is the backend's memory) and what is available, and the CPU backend's peak is that estimate. A model too large (the issue's: hidden_size 4096, 32/8 heads, vocab_size 2^24, over 1 TiB)
 # and a batch too large (2^20 sequences of 2047 tokens, TiBs of activations) stop before anything is allocated or
 # written: exit status 1, a sentence with what is needed and available and what to lower, no run directory, and an
 # existing run as it was even with --overwrite.
 $TRAIN -c "$TMP/small.json" -n 2 -o "$TMP/mem" >"$TMP/out" 2>&1
 need=$(sed -n 's/^memory: \([0-9.]* [MG]iB\) needed .*/\1/p' "$TMP/out")
-if grep -qE '^memory: [0-9.]+ MiB needed \(params [0-9.]+, grads [0-9.]+, adam [0-9.]+, activations [0-9.]+, workspace [0-9.]+\), [0-9.]+ [MG]iB of host memory available$' "$TMP/out" &&
+if grep -qE '^memory: [0-9.]+ MiB needed \(params [0-9.]+, grads [0-9.]+, adam [0-9.]+, activations [0-9.]+, workspace [0-9.]+, checkpoint snapshot [0-9.]+\), [0-9.]+ [MG]iB of host memory available$' "$TMP/out" &&
    [ -n "$need" ] && [ "$(sed -n 's/^peak cpu memory: //p' "$TMP/out")" = "$need" ]; then
     pass "a run prints the memory it needs and has, and the CPU backend's peak is the estimate ($(grep '^memory:' "$TMP/out"); $(grep '^peak' "$TMP/out"))"
 else

@@ -1,6 +1,8 @@
 /* fsutil.c: file-system helpers (see fsutil.h): durable and atomic writes, whole-file reads, mkdir -p, rm -r. */
 #include "util/fsutil.h"
 
+#include "util/crc32.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -30,6 +32,34 @@ int64_t fs_file_size(const char *path, char *err, size_t errlen) {
         return -1;
     }
     return (int64_t)st.st_size;
+}
+
+#define CRC_READ_BYTES ((size_t)8 << 20)
+
+int fs_file_crc32(const char *path, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    unsigned char *buf = malloc(CRC_READ_BYTES);
+    if (!buf) {
+        fclose(f);
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    *crc = 0;
+    *bytes = 0;
+    size_t got;
+    while ((got = fread(buf, 1, CRC_READ_BYTES, f)) > 0) {
+        *crc = crc32_bytes(*crc, buf, got);
+        *bytes += got;
+    }
+    int rc = ferror(f) ? -1 : 0;
+    if (rc) snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
+    free(buf);
+    fclose(f);
+    return rc;
 }
 
 int fs_make_dirs(const char *path, char *err, size_t errlen) {

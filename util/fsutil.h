@@ -15,6 +15,9 @@ int fs_exists(const char *path);
 /* The size of a regular file in bytes, or -1 (with a message) when it cannot be read. */
 int64_t fs_file_size(const char *path, char *err, size_t errlen);
 
+/* The CRC32 (zlib's) and size of a whole file. */
+int fs_file_crc32(const char *path, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen);
+
 /* mkdir -p */
 int fs_make_dirs(const char *path, char *err, size_t errlen);
 /* rm -r (no error if path does not exist). */

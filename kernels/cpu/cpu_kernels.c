@@ -15,6 +15,8 @@ const Kernels kernels_cpu = {
     .act_from_f32 = cpu_act_from_f32,
     .act_to_f32 = cpu_act_to_f32,
     .synchronize = cpu_synchronize,
+    .host_alloc = cpu_alloc,
+    .host_free = cpu_free,
 
     .embed_norm = cpu_embed_norm,
     .gemm_residual_norm = cpu_gemm_residual_norm,

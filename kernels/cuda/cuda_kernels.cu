@@ -18,6 +18,8 @@ extern "C" const Kernels kernels_cuda = {
     .act_from_f32 = cuda_act_from_f32,
     .act_to_f32 = cuda_act_to_f32,
     .synchronize = cuda_synchronize,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
 
     .embed_norm = cuda_embed_norm,
     .gemm_residual_norm = cuda_gemm_residual_norm,

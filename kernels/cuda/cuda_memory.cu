@@ -1,6 +1,6 @@
 /* cuda_memory.cu: device memory for the CUDA backend: checked-call failure reports, the cuBLAS handle, a tracked
  * allocator (current and peak bytes, so the program can print its peak), one growing workspace for the ops that
- * need scratch, copies, fp32 <-> bf16 conversions, the free device memory, the is-there-a-GPU probe and the device
+ * need scratch, copies, page-locked host memory, fp32 <-> bf16 conversions, the free device memory, the is-there-a-GPU probe and the device
  * name. Everything runs on the default stream, which orders all work; copies to the host synchronize. */
 #include <string.h>
 
@@ -194,6 +194,21 @@ void cuda_act_to_f32(float *host_dst, const void *src_act, size_t n) {
 }
 
 void cuda_synchronize(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+
+void *cuda_host_alloc(size_t bytes) {
+    void *p = NULL;
+    const cudaError_t err = cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault);
+    if (err == cudaErrorMemoryAllocation) {
+        cudaGetLastError(); /* not sticky: clear it */
+        return NULL;
+    }
+    CUDA_CHECK(err);
+    return p;
+}
+
+void cuda_host_free(void *p) {
+    if (p) CUDA_CHECK(cudaFreeHost(p));
+}
 
 const char *cuda_device_name(void) {
     static char name[sizeof(((cudaDeviceProp *)0)->name)];

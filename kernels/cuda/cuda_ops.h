@@ -21,6 +21,8 @@ void cuda_copy_to_host(void *host_dst, const void *src, size_t bytes);
 void cuda_act_from_f32(void *dst_act, const float *host_src, size_t n);
 void cuda_act_to_f32(float *host_dst, const void *src_act, size_t n);
 void cuda_synchronize(void);
+void *cuda_host_alloc(size_t bytes); /* page-locked host memory (NULL when the host has not got it) */
+void cuda_host_free(void *p);
 size_t cuda_available_bytes(void); /* the free device memory less cuda_untracked_reserve_bytes */
 size_t cuda_untracked_reserve_bytes(void);
 size_t cuda_peak_bytes(void);

@@ -1,5 +1,5 @@
 /* fuzz_seeds.c: writes the seed corpora of the fuzz harnesses (make fuzz-seeds) from real files: checkpoints of
- * the fuzz model written by checkpoint_write (model.safetensors in F32 and BF16, config.json, train_config.json,
+ * the fuzz model written by checkpoint_save (model.safetensors in F32 and BF16, config.json, train_config.json,
  * state.bin), an F16 export and a sharded copy, the JSON configs, token shards, texts and run logs given on the
  * command line and the first lines of the Llama 3 tokenizer file, each in the input format of its harness
  * (tests/fuzz/fuzz_*.c).
@@ -75,7 +75,7 @@ static void write_checkpoint(const char *run_dir, int tied, const char *dtype) {
     snprintf(cfg.train.export_dtype, sizeof(cfg.train.export_dtype), "%s", dtype);
     TrainState s = {.step = 5, .data = {1, 0, 3}, .data_shards = 1, .data_tokens = 1000, .sample_rng = 42};
     CheckpointStats stats;
-    if (checkpoint_write(run_dir, &m, &cfg, &s, &stats, err, sizeof(err))) die("%s", err);
+    if (checkpoint_save(run_dir, &m, &cfg, &s, &stats, err, sizeof(err))) die("%s", err);
     model_destroy(&m);
 }
 

@@ -2,7 +2,8 @@
  * input is the file. Built twice: fuzz_state reads the input as it is, and fuzz_state_crc (FUZZ_FIX_CRCS) first
  * stores the right CRC32 in every CRC field that it can find by following the layout, so that mutations get past the
  * checksums into the sections. Property: a file that reads back is written again by state_write, from what was read,
- * byte for byte (when its config section holds no NUL byte, which the text it is read into cannot keep). */
+ * byte for byte (when its config section holds no NUL byte, which the text it is read into cannot keep; a version-1
+ * file is written as version 2, so its version field and header CRC are set to those of version 2 first). */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,15 +47,26 @@ static void fix_crcs(uint8_t *b, size_t size) {
 }
 #endif
 
-/* The state read from the file is written again; the two files must be the same. */
-static void check_write_back(const char *dir, const uint8_t *file, size_t size, const TrainState *s,
-                             const char *config_json) {
-    size_t params_bytes = model.table.n_params * 4;
-    size_t fixed = HEADER_BYTES + 6 * (SECTION_HEADER_BYTES + 4) + 3 * params_bytes + 40 + 8;
+/* The state read from the file is written again; the two files must be the same (file is changed to version 2). */
+static void check_write_back(const char *dir, uint8_t *file, size_t size, const TrainState *s,
+                             const char *config_json, const StateInfo *info) {
+    size_t params_bytes = model.table.n_params * 4, master_bytes = info->master_in_weights ? 16 : params_bytes;
+    size_t fixed = HEADER_BYTES + 6 * (SECTION_HEADER_BYTES + 4) + master_bytes + 2 * params_bytes + 40 + 8;
     if (strlen(config_json) != size - fixed) return; /* a NUL in the config section */
+    if (info->version == 1) {
+        file[8] = 2;
+        const uint32_t crc = (uint32_t)crc32(0, file, 64);
+        memcpy(file + 64, &crc, 4);
+    }
+    StateData d = host_state_data(&model, *s, config_json);
+    if (info->master_in_weights) {
+        d.master = NULL;
+        d.weights_bytes = info->weights_bytes;
+        d.weights_crc = info->weights_crc;
+    }
     char path[512], err[1024];
     snprintf(path, sizeof(path), "%s/state_again.bin", dir);
-    FUZZ_ASSERT(state_write(path, &model, s, config_json, err, sizeof(err)) == 0, "state_write: %s", err);
+    FUZZ_ASSERT(state_write(path, &d, err, sizeof(err)) == 0, "state_write: %s", err);
     size_t n;
     unsigned char *again = read_bytes(path, &n);
     FUZZ_ASSERT(again && n == size && memcmp(again, file, size) == 0,
@@ -75,9 +87,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     snprintf(path, sizeof(path), "%s/state.bin", dir);
     TrainState s;
     char *config_json = NULL;
-    if (state_read(path, &model, &s, &config_json, err, sizeof(err)) == 0) {
+    StateInfo info;
+    if (state_read(path, &model, &s, &config_json, &info, err, sizeof(err)) == 0) {
         FUZZ_ASSERT(config_json, "state_read succeeded without the config text");
-        check_write_back(dir, file, size, &s, config_json);
+        check_write_back(dir, file, size, &s, config_json, &info);
     } else {
         FUZZ_ASSERT(!config_json, "state_read failed but left the config text: %s", err);
     }
