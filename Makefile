@@ -46,6 +46,8 @@ ifeq ($(USE_CUDA),1)
   LIB_OBJ += $(patsubst %.cu,$(BUILD)/%.o,$(CUDA_SRC))
   LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib -Wl,-rpath,$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib \
              -lcudart -lcublas -lcublasLt -lcurand -lstdc++
+  # The C GPU programs that call the CUDA runtime themselves (tests/gpu/bench_timing.h's users) need its headers.
+  GPU_TEST_CFLAGS := -I$(CUDA_HOME)/include
 endif
 
 TEST_SRC  := $(wildcard tests/test_*.c)
@@ -88,7 +90,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libtrainer.a $(wildcard tests/*.h)
 
 $(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libtrainer.a $(wildcard tests/*.h) $(wildcard tests/gpu/*.h)
 	@mkdir -p $(BUILD)/tests/gpu
-	$(CC) $(CFLAGS) $< $(BUILD)/libtrainer.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(GPU_TEST_CFLAGS) $< $(BUILD)/libtrainer.a -o $@ $(LDLIBS)
 
 $(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/libtrainer.a $(wildcard kernels/cuda/*/*.cuh kernels/cuda/*/*.h) tests/test_util.h $(wildcard tests/gpu/*.h)
 	@mkdir -p $(BUILD)/tests/gpu

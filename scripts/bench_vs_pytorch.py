@@ -10,10 +10,15 @@ and with --json FILE the same rows as a JSON list of {"program": "train_fused" |
 The PyTorch side is the usual fast recipe: the same LLaMA-3 model (RMSNorm with fp32 statistics, RoPE from
 precomputed cos/sin tables, causal GQA through scaled_dot_product_attention, SwiGLU, tied LM head, mean
 cross-entropy), fp32 parameters under bf16 autocast, torch.compile, global-norm clipping at 1.0, fused AdamW.
-./train runs its own data (the config's train_data); PyTorch runs random tokens (the time does not depend on them).
-Times are medians over the steps after the warm-up ones. MFU = model FLOPs / (time * peak bf16 dense FLOP/s), with
-model FLOPs per token = 6 * parameters + 6 * layers * Hq * hd * T (the causal half of the attention matmuls, forward
-and backward) and the peak 989 TFLOP/s (H100 SXM and H200 datasheets). Peak memory: ./train's tracked allocations,
+./train runs its own data (the config's train_data); PyTorch runs random tokens (the time does not depend on them),
+made on the host and copied to the GPU inside the step, as ./train's loader does. Both sides are timed alike
+(scripts/timing.py's STEP_METHOD, printed with the table): ./train times each of its steps with the host clock from
+the step's start to a device synchronize that ends it (its log.jsonl "ms"; CUDA events cannot be put around its
+steps from outside), so the PyTorch step is timed the same way (timing.time_steps); each side reads its loss inside
+the step; the table gives the median over the --steps steps after the same --warmup steps. Then the PyTorch step's
+top kernels (torch.profiler, one step). MFU = model FLOPs / (time * peak bf16 dense FLOP/s), with model FLOPs per
+token = 6 * parameters + 6 * layers * Hq * hd * T (the causal half of the attention matmuls, forward and backward)
+and the peak 989 TFLOP/s (H100 SXM and H200 datasheets). Peak memory: ./train's tracked allocations,
 torch.cuda.max_memory_allocated for PyTorch (neither counts the CUDA context).
 """
 import argparse
@@ -32,6 +37,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import timing  # noqa: E402
 from reference import Llama, model_config  # noqa: E402  (the one PyTorch model of the project)
 
 PEAK_FLOPS = 989e12
@@ -68,14 +74,12 @@ def bench_torch(c, init_std, B, T, steps, warmup, compile_model):
                             lr=3e-4, betas=(0.9, 0.95), eps=1e-8, fused=True)
     fwd = torch.compile(model) if compile_model else model
     V = c["vocab_size"]
-    torch.cuda.reset_peak_memory_stats()
-    times, losses = [], []
-    t_start = time.time()
-    for step in range(warmup + steps):
-        idx = torch.randint(0, V, (B, T), device="cuda")
-        tgt = torch.randint(0, V, (B, T), device="cuda")
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
+    gen = torch.Generator().manual_seed(0)
+    losses = []
+
+    def step():
+        idx = torch.randint(0, V, (B, T), generator=gen).cuda()  # host tokens to the GPU, as ./train's loader
+        tgt = torch.randint(0, V, (B, T), generator=gen).cuda()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = fwd(idx, tgt)
         loss.backward()
@@ -83,16 +87,15 @@ def bench_torch(c, init_std, B, T, steps, warmup, compile_model):
         opt.step()
         opt.zero_grad(set_to_none=True)
         losses.append(loss.item())
-        torch.cuda.synchronize()
-        if step >= warmup:
-            times.append((time.perf_counter() - t0) * 1e3)
-        elif step == 0:
-            print(f"torch: first step (compile) {time.time() - t_start:.1f} s", flush=True)
-    ms = statistics.median(times)
+
+    torch.cuda.reset_peak_memory_stats()
+    print(f"torch: {warmup} warm-up steps (the first compiles) and {steps} timed steps", flush=True)
+    ms = statistics.median(timing.time_steps(step, warmup, steps))
     peak = torch.cuda.max_memory_allocated() / 2**30
+    top, total = timing.top_kernels(step)
     del model, opt, fwd
     torch.cuda.empty_cache()
-    return ms, peak, n_params, losses[0]
+    return ms, peak, n_params, losses[0], (top, total)
 
 
 def bench_train(config, B, T, steps, warmup, binary, fusion):
@@ -113,6 +116,17 @@ def bench_train(config, B, T, steps, warmup, binary, fusion):
     m = re.search(r"peak cuda memory: ([0-9.]+) GiB", p.stdout)
     n = re.search(r"model: .*?, (\d+) parameters", p.stdout)
     return ms, float(m.group(1)) if m else float("nan"), int(n.group(1)), recs[0]["loss"], p.stdout
+
+
+def print_kernels(top, total):
+    """The PyTorch step's top kernels (timing.top_kernels) as a Markdown table."""
+    launches, ms = total
+    print(f"\nPyTorch ran {launches} kernels, memsets and copies in one step, {ms:.1f} ms of GPU time "
+          f"(torch.profiler); the {len(top)} with the most time:")
+    print("| kernel | launches | ms |")
+    print("| --- | ---: | ---: |")
+    for name, n, t in top:
+        print(f"| `{name}` | {n} | {t:.2f} |")
 
 
 def main():
@@ -143,8 +157,8 @@ def main():
         name = "./train, fusion on (GEMM-epilogue programs)" if fusion == "on" else "./train, fusion off (cuBLAS + passes)"
         rows.append((key, name, ms_c, peak_c, n_c, loss_c))
     if not a.skip_torch:
-        ms_t, peak_t, n_t, loss_t = bench_torch(c, raw.get("initializer_range", 0.02), B, T, a.steps, a.warmup,
-                                                not a.no_compile)
+        ms_t, peak_t, n_t, loss_t, torch_kernels = bench_torch(c, raw.get("initializer_range", 0.02), B, T, a.steps,
+                                                               a.warmup, not a.no_compile)
         rows.append(("torch_eager" if a.no_compile else "torch_compile",
                      "PyTorch " + ("eager" if a.no_compile else "torch.compile"), ms_t, peak_t, n_t, loss_t))
     print()
@@ -167,6 +181,9 @@ def main():
     for ref in ("torch_compile", "torch_eager"):
         if ref in ms_of:
             print(f"tokens/s ratio ./train (fusion on) / PyTorch: {ms_of[ref] / ms_of['train_fused']:.3f}x")
+    print(f"method (both sides): {timing.STEP_METHOD}")
+    if not a.skip_torch:
+        print_kernels(*torch_kernels)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(records, f, indent=1)

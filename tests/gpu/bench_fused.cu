@@ -1,28 +1,25 @@
 /* bench_fused.cu: each fused program of the trainer (kernels_cuda_fused) against the bare GEMM of the same shape on
  * the same engine (its plain store: what the epilogue costs) and against the unfused op it replaces (kernels_cuda:
  * the cuBLAS GEMM + its separate pass), on the Llama-3.2-1B shapes of one micro-batch (default M = 4 x 2048 rows).
- * Random bf16 data; each repetition times the three in turns (CUDA events around `calls` calls queued back to
- * back, so that the GPU never waits for the host's launches), and the table gives the median time per call over
- * the repetitions after warm-up, as a Markdown table; with --json FILE also a JSON list of
- * {"program", "M", "N", "K", "fused_ms", "bare_gemm_ms", "unfused_ms", "gpu", "date"} (N x K: the GEMM's output
- * and reduction sizes; the LM head rows count all three of its GEMMs as the bare time; the attention row, at
+ * Random bf16 data; the three are timed in turns by bench_timing.h's method (the same as the PyTorch benchmarks'),
+ * and the table gives their median times per call, as a Markdown table; with --json FILE also a JSON list of
+ * {"program", "M", "N", "K", "fused_ms", "bare_gemm_ms", "unfused_ms", "method", "gpu", "date"} (N x K: the GEMM's
+ * output and reduction sizes; the LM head rows count all three of its GEMMs as the bare time; the attention row, at
  * T = 2048, times the attention backward with the RoPE backward in its stores against the attention backward alone
  * and against it followed by the RoPE pass, its N x K the QKV and attention-output widths).
- *   build/tests/gpu/bench_fused [--rows M] [--reps N] [--json FILE] [--only TEXT: the rows whose name has it] */
-#include <cuda_runtime.h>
+ *   build/tests/gpu/bench_fused [--rows M] [--json FILE] [--only TEXT: the rows whose name has it] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/gemm/gemm.h"
 #include "kernels/kernels.h"
-#include "tests/gpu/cuda_test_check.h"
+#include "tests/gpu/bench_timing.h"
 #include "tests/test_util.h"
 
 static const Kernels *fused = &kernels_cuda_fused, *unfused = &kernels_cuda;
@@ -55,37 +52,15 @@ struct Row {
     double fused_ms, bare_ms, unfused_ms;
 };
 static std::vector<Row> rows;
-static int reps = 20, warm = 3, M = 8192;
+static int M = 8192;
 static const char *only = NULL; /* --only: the rows whose name contains it */
 
 /* Times the three in turns; records the medians. */
 static void bench(const char *program, int N, int K, std::function<void()> f, std::function<void()> bare,
-                  std::function<void()> unf, int calls = 5) {
+                  std::function<void()> unf) {
     if (only && !strstr(program, only)) return;
-    cudaEvent_t e[4];
-    for (auto &x : e) CK(cudaEventCreate(&x));
-    std::vector<double> tf, tb, tu;
-    for (int i = 0; i < warm + reps; i++) {
-        CK(cudaEventRecord(e[0]));
-        for (int k = 0; k < calls; k++) f();
-        CK(cudaEventRecord(e[1]));
-        for (int k = 0; k < calls; k++) bare();
-        CK(cudaEventRecord(e[2]));
-        for (int k = 0; k < calls; k++) unf();
-        CK(cudaEventRecord(e[3]));
-        CK(cudaEventSynchronize(e[3]));
-        float a, b, c;
-        CK(cudaEventElapsedTime(&a, e[0], e[1]));
-        CK(cudaEventElapsedTime(&b, e[1], e[2]));
-        CK(cudaEventElapsedTime(&c, e[2], e[3]));
-        if (i >= warm) tf.push_back(a / calls), tb.push_back(b / calls), tu.push_back(c / calls);
-    }
-    for (auto &x : e) CK(cudaEventDestroy(x));
-    auto med = [](std::vector<double> v) {
-        std::sort(v.begin(), v.end());
-        return v[v.size() / 2];
-    };
-    rows.push_back({program, N, K, med(tf), med(tb), med(tu)});
+    const std::vector<double> t = bt_time_each({[&](int) { f(); }, [&](int) { bare(); }, [&](int) { unf(); }});
+    rows.push_back({program, N, K, t[0], t[1], t[2]});
     const Row &r = rows.back();
     printf("| %s | %d x %d x %d | %.3f | %.3f | %.3f | %.3f | %.3f |\n", program, M, N, K, r.fused_ms, r.bare_ms,
            r.unfused_ms, r.fused_ms / r.bare_ms, r.fused_ms / r.unfused_ms);
@@ -96,11 +71,10 @@ int main(int argc, char **argv) {
     const char *json = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--rows") && i + 1 < argc) M = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
         else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else {
-            fprintf(stderr, "usage: %s [--rows M] [--reps N] [--json FILE] [--only TEXT]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--rows M] [--json FILE] [--only TEXT]\n", argv[0]);
             return 2;
         }
     }
@@ -114,7 +88,8 @@ int main(int argc, char **argv) {
     char date[32];
     const time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
-    printf("# %s, %s; Llama-3.2-1B shapes, M = %d rows; median of %d repetitions after %d\n", why, date, M, reps, warm);
+    printf("# %s, %s; Llama-3.2-1B shapes, M = %d rows; the three timed in turns, each: %s\n", why, date, M,
+           BT_METHOD);
     printf("| program | M x N x K | fused ms | bare GEMM ms | unfused ms | fused / bare | fused / unfused |\n");
     printf("| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
 
@@ -174,7 +149,7 @@ int main(int argc, char **argv) {
     bench("LM head + cross-entropy (evaluation)", V, D,
           [&] { fused->lm_head_loss(O, Wlm, r, tgt, loss, M, V, D); },
           [&] { ge_gemm_bf16(GE_ABT, O, Wlm, lm_bare, M, V, D, A, 0); },
-          [&] { unfused->lm_head_loss(O, Wlm, r, tgt, loss, M, V, D); }, 1);
+          [&] { unfused->lm_head_loss(O, Wlm, r, tgt, loss, M, V, D); });
     bench("LM head + cross-entropy + its backward + final norm backward", V, D,
           [&] { fused->lm_head_train(O, Wlm, r, tgt, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V, D); },
           [&] {
@@ -182,7 +157,7 @@ int main(int argc, char **argv) {
               ge_gemm_bf16(GE_AB, lm_bare, Wlm, bare_out, M, D, V, A, 0);
               ge_gemm_f32(GE_ATB, lm_bare, O, lm_dw, 1, V, D, M, A, 0);
           },
-          [&] { unfused->lm_head_train(O, Wlm, r, tgt, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V, D); }, 1);
+          [&] { unfused->lm_head_train(O, Wlm, r, tgt, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V, D); });
     bench("SwiGLU backward (dact = dY . Wdown)", F, D,
           [&] { fused->gemm_swiglu_backward(dres, Wd, Z, r, dZo, c_out, acto, M, D, F); },
           [&] { ge_gemm_bf16(GE_AB, dres, Wd, bare_out, M, F, D, A, 0); },
@@ -237,9 +212,10 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < rows.size(); i++) {
             const Row &r2 = rows[i];
             fprintf(f,
-                    " {\"program\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"fused_ms\": %.4f, \"bare_gemm_ms\": %.4f, "
-                    "\"unfused_ms\": %.4f, \"gpu\": \"%s\", \"date\": \"%s\"}%s\n",
-                    r2.program.c_str(), M, r2.N, r2.K, r2.fused_ms, r2.bare_ms, r2.unfused_ms, why, date,
+                    " {\"program\": \"%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"fused_ms\": %.4f, "
+                    "\"bare_gemm_ms\": %.4f, \"unfused_ms\": %.4f, \"method\": \"%s\", \"gpu\": \"%s\", "
+                    "\"date\": \"%s\"}%s\n",
+                    r2.program.c_str(), M, r2.N, r2.K, r2.fused_ms, r2.bare_ms, r2.unfused_ms, BT_METHOD, why, date,
                     i + 1 < rows.size() ? "," : "");
         }
         fprintf(f, "]\n");

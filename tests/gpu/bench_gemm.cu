@@ -11,9 +11,9 @@
  * Environment: GE_BENCH_SECTIONS picks sections (default "123"; also "c" and "p": section 1 on cooperative
  * 128 x 256 or ping-pong 128 x 128 throughout; "e", "E", "k": section 2's diagnostics); GE_BENCH_D=n runs section
  * 3 for D = n only; GE_BENCH_ONE=F runs only variant F of sections "e" and "E". --help prints this.
- * Each time is the median of repeated cudaEvent timings after warm-up, on random data, rotating among input sets
- * where one set would fit in L2; what a table compares is timed in turns (time_each). Before timing, each product
- * is compared with cuBLAS (rel err column). */
+ * Each time is timed by bench_timing.h's method (the same as the PyTorch benchmarks'), on random data, rotating
+ * among input sets where one set would fit in L2; what a table compares is timed in turns. Before timing, each
+ * product is compared with cuBLAS (rel err column). */
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -24,17 +24,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <functional>
 #include <vector>
 
 #include "kernels/cuda/gemm/gemm_engine.cuh"
 #include "kernels/cuda/gemm/gemm_programs.cuh"
-#include "tests/gpu/cuda_test_check.h"
+#include "tests/gpu/bench_timing.h"
 
 
 static cublasHandle_t blas;
-static const int WARM = 3, REPS = 20, CALLS = 5; /* a timing: CALLS back-to-back calls (host work overlaps) */
 static const size_t ROTATE_BYTES = 256ull << 20; /* rotate input sets until their total passes this (L2: 50 MB) */
 
 /* ---------------------------------------------------------------- device helpers */
@@ -108,52 +106,6 @@ struct InputSets {
     }
 };
 
-/* Medians over REPS event timings of CALLS back-to-back calls f(i), per call (ms), for each f of fs, after WARM
- * calls of each; i counts calls, for rotating input sets. The functions take turns (f0 x CALLS, f1 x CALLS, ...,
- * then again), so that the card's clock, which drifts as it heats (it is power-bound), biases none of them:
- * timing one after the other moved ratios by up to 10% between sections of one run. The order is shuffled
- * each round, so that no function always follows the same one: with a fixed cycle, one inherited the clock its
- * predecessor left (after the low-power cooperative pattern, a variant read 5% faster than the same launches
- * timed after it, at 7 ms per call). Back-to-back calls keep the
- * host's launch work (tensor maps, cuBLAS's heuristics) off the GPU's timeline, as in a training step. */
-static std::vector<float> time_each(const std::vector<std::function<void(int)>> &fs) {
-    const size_t n = fs.size();
-    std::vector<cudaEvent_t> ev(n + 1);
-    for (auto &e : ev) CK(cudaEventCreate(&e));
-    int i = 0;
-    for (; i < WARM; i++)
-        for (auto &f : fs) f(i);
-    std::vector<std::vector<float>> t(n, std::vector<float>(REPS));
-    std::vector<size_t> order(n);
-    for (size_t k = 0; k < n; k++) order[k] = k;
-    uint64_t rng = 0x9e3779b97f4a7c15ull;
-    for (int r = 0; r < REPS; r++, i += CALLS) {
-        for (size_t k = n - 1; k > 0; k--) { /* a fresh order each round (Fisher-Yates, fixed seed) */
-            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-            std::swap(order[k], order[(rng >> 33) % (k + 1)]);
-        }
-        CK(cudaEventRecord(ev[0]));
-        for (size_t q = 0; q < n; q++) {
-            for (int c = 0; c < CALLS; c++) fs[order[q]](i + c);
-            CK(cudaEventRecord(ev[q + 1]));
-        }
-        CK(cudaEventSynchronize(ev[n]));
-        for (size_t q = 0; q < n; q++) {
-            float ms;
-            CK(cudaEventElapsedTime(&ms, ev[q], ev[q + 1]));
-            t[order[q]][r] = ms / CALLS;
-        }
-    }
-    CK(cudaGetLastError());
-    for (auto &e : ev) CK(cudaEventDestroy(e));
-    std::vector<float> med(n);
-    for (size_t k = 0; k < n; k++) {
-        std::sort(t[k].begin(), t[k].end());
-        med[k] = t[k][REPS / 2];
-    }
-    return med;
-}
-
 /* cuBLAS C (row-major [M,N]) = op(A) . op(B) (+ beta C), as the column-major product C^T. */
 static void cublas_gemm(ge_layout l, const void *A, const void *B, void *C, cudaDataType_t ct, int M, int N, int K,
                         float beta) {
@@ -206,7 +158,7 @@ static void bench_shape(const Shape &s, ge_sched sched) {
     CK(cudaDeviceSynchronize());
     const double err = f32 ? rel_err((const float *)C1, (const float *)C2, nc) : rel_err((const bf16 *)C1, (const bf16 *)C2, nc);
 
-    const std::vector<float> t = time_each({ours, theirs});
+    const std::vector<double> t = bt_time_each({ours, theirs});
     const double flop = 2.0 * s.M * s.N * s.K;
     const double tf_ours = flop / t[0] * 1e-9, tf_blas = flop / t[1] * 1e-9;
     ratios.push_back(tf_ours / tf_blas);
@@ -302,7 +254,7 @@ static void bench_epilogue(int M, int N, int K) {
         ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, sched, 0);
     };
     using Plain = GeStore<bf16, false>;
-    const std::vector<float> t = time_each({
+    const std::vector<double> t = bt_time_each({
         /* cooperative 128 x 256 (as many ring stages as fit: 4 plain, 4 with the extra tile, which leaves room for
          * 2 staging buffers per consumer) */
         [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pc.C}}, 0); },
@@ -344,10 +296,10 @@ static void epi_variant(const char *name, int M, int N, int K, const std::vector
     if (one && atoi(one) != F) return;
     using P = EpiParts<F, HS, HP>;
     using L = GeSmem<P, BN, SCHED>;
-    const std::vector<float> t = time_each(
+    const std::vector<double> t = bt_time_each(
         {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, {{p.C}}, 0); },
          [&](int i) { ge_run<P, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0); }});
-    const float t0 = t[0], t1 = t[1];
+    const double t0 = t[0], t1 = t[1];
     const double r = t1 / t0;
     printf("  %2d %-40s stages %d, %d staging buffers of %d KB: plain %7.3f ms, this %7.3f ms (%+5.1f%%)\n", F, name,
            L::kStages, L::kBufs, 4 * L::kUnits, t0, t1, 100.0 * (r - 1));
@@ -462,7 +414,7 @@ static void bench_kres_parts(int M, int N, int K) {
     }
 #define KRP(P) [&](int i) { ge_run<P, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p[i % nset], 0); }
     const GeStore<bf16, false>::Params ps = {{p[0].out.head}};
-    const std::vector<float> t = time_each({
+    const std::vector<double> t = bt_time_each({
         [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
         [&](int i) { ge_run<RingCap<GeStore<bf16, false>, 4>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
         KRP(KResTmaParts<0>), KRP(KResTmaParts<8>), KRP(KResTmaParts<12>), KRP(KResTmaParts<2>), KRP(KResTmaParts<3>),
@@ -548,7 +500,7 @@ static void bench_norm_pattern(int M, int D) {
     }
     std::vector<std::function<void(int)>> fs = {bare, separate};
     for (int k = 0; k < NV; k++) fs.push_back([&, k](int i) { fused(i, var[k]); });
-    const std::vector<float> t = time_each(fs);
+    const std::vector<double> t = bt_time_each(fs);
     printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours:", M, D, t[0], t[1],
            t[1] / t[0]);
     for (int k = 0; k < NV; k++)
@@ -558,7 +510,7 @@ static void bench_norm_pattern(int M, int D) {
     for (int k = 0; k < NV; k++) printf(" %.1e", err[k]);
     printf("\n");
     /* the parts of ours on either schedule, against one bare GEMM */
-    const std::vector<float> u = time_each({[&](int) { cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f); },
+    const std::vector<double> u = bt_time_each({[&](int) { cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f); },
                                             [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, GE_SCHED_AUTO, 0); },
                                             [&](int) { ge_rms_finish(part, M, D, eps, r, 0); },
                                             [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, GE_SCHED_COOP256, 0); },
@@ -599,8 +551,8 @@ int main(int argc, char **argv) {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
     CB(cublasCreate(&blas));
-    printf("# bench_gemm on %s (%d SMs, %.0f MB L2); median of %d timings of %d back-to-back calls after %d warm-up\n",
-           prop.name, prop.multiProcessorCount, prop.l2CacheSize / 1e6, REPS, CALLS, WARM);
+    printf("# bench_gemm on %s (%d SMs, %.0f MB L2); each time: %s\n", prop.name, prop.multiProcessorCount,
+           prop.l2CacheSize / 1e6, BT_METHOD);
 
     const int T = 8192;
     const struct { const char *name; int N, K; } lin[] = {

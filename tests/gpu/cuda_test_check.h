@@ -1,6 +1,6 @@
-/* cuda_test_check.h: checked CUDA and cuBLAS calls for the CUDA C++ GPU test and benchmark programs (test_gemm.cu,
- * bench_gemm.cu, bench_fused.cu), which call the runtime directly: a failure names the call, file and line and exits
- * with status 2. */
+/* cuda_test_check.h: checked CUDA and cuBLAS calls for the GPU test and benchmark programs that call the runtime
+ * directly (test_gemm.cu, bench_gemm.cu, bench_fused.cu, and bench_timing.h's users): a failure names the call, file
+ * and line and exits with status 2. */
 #ifndef CUDA_TEST_CHECK_H
 #define CUDA_TEST_CHECK_H
 
