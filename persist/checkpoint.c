@@ -241,14 +241,12 @@ void checkpoint_snapshot_free(CheckpointSnapshot *snap) {
     memset(snap, 0, sizeof(*snap));
 }
 
-static void host_copy(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
-
 /* The four files of a checkpoint, into the (new, empty) directory dir. */
 static int write_files(const char *dir, const CheckpointSnapshot *snap, char *err, size_t errlen) {
     const int bf16 = snap->bf16_export;
     char path[CHECKPOINT_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-    const HfMaster src = {snap->model, snap->table, snap->master, host_copy};
+    const HfMaster src = {snap->model, snap->table, snap->master, NULL};
     uint32_t crc;
     uint64_t bytes;
     if (hf_export_master(&src, path, bf16 ? ST_BF16 : ST_F32, &crc, &bytes, err, errlen)) return -1;

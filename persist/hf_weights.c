@@ -101,9 +101,13 @@ int hf_export_master(const HfMaster *src, const char *path, StDtype dtype, uint3
         size_t cols = (size_t)t->cols;
         for (size_t r0 = 0; r0 < (size_t)t->rows; r0 += x.chunk_rows) {
             RowChunk ch = chunk_at(t, r0, x.chunk_rows);
-            src->copy(x.span, src->master + v->offset + ch.lo * cols, (ch.hi - ch.lo) * cols * sizeof(float));
+            const float *span = src->master + v->offset + ch.lo * cols;
+            if (src->copy) {
+                src->copy(x.span, span, (ch.hi - ch.lo) * cols * sizeof(float));
+                span = x.span;
+            }
             for (size_t r = ch.r0; r < ch.r1; r++)
-                memcpy(x.rows + (r - ch.r0) * cols, x.span + (hf_internal_row(t, r) - ch.lo) * cols,
+                memcpy(x.rows + (r - ch.r0) * cols, span + (hf_internal_row(t, r) - ch.lo) * cols,
                        cols * sizeof(float));
             if (st_writer_append_f32(w, x.rows, (ch.r1 - ch.r0) * cols, err, errlen)) goto done;
         }

@@ -12,8 +12,9 @@
 #include "model/model.h"
 #include "persist/safetensors.h"
 
-/* Master weights to export: a model's config and parameter table, and a buffer of its master weights read through
- * copy (the backend's copy_to_host for the model's own buffer, memcpy for a host copy such as a checkpoint's). */
+/* Master weights to export: a model's config and parameter table, and a buffer of its master weights, read through
+ * copy (the backend's copy_to_host for the model's own buffer), or in place when copy is NULL (host memory, such as a
+ * checkpoint's snapshot). */
 typedef struct HfMaster {
     const ModelConfig *cfg;
     const ParamTable *table;

@@ -353,22 +353,21 @@ int st_read_f32(StFile *sf, const StTensorInfo *t, uint64_t first, size_t n, flo
 
 struct StWriter {
     char *path;
-    FILE *f;
+    FsStream file;
+    int opened;
     StTensorInfo *tensors;
     int n;
     int current;        /* the tensor being written */
     uint64_t written;   /* elements of it written so far */
     unsigned char *staging;
     uint32_t crc;       /* CRC32 of the bytes of the file so far */
-    uint64_t bytes;     /* and their number */
 };
 
-/* Writes n bytes to the file and adds them to its running CRC32 and size. */
+/* Writes n bytes to the file and adds them to its running CRC32. */
 static int put_bytes(StWriter *w, const void *p, size_t n) {
-    if (fwrite(p, 1, n, w->f) != n) return -1;
-    w->crc = crc32_bytes(w->crc, p, n);
-    w->bytes += n;
-    return 0;
+    w->crc = crc32_parallel(w->crc, p, n);
+    fs_stream_write(&w->file, p, n);
+    return w->file.error ? -1 : 0;
 }
 
 #define STAGING_ELEMS 65536
@@ -405,15 +404,12 @@ StWriter *st_writer_open(const char *path, const StTensorInfo *tensors, int n, c
         goto fail;
     }
     uint64_t len = strlen(json), padded = (len + 7) / 8 * 8; /* data starts 8-byte aligned, as HF writes it */
-    w->f = fopen(path, "wb");
-    if (!w->f) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        goto fail;
-    }
+    if (fs_stream_open(&w->file, w->path, err, errlen)) goto fail;
+    w->opened = 1;
     static const char spaces[8] = "        ";
     int ok = put_bytes(w, &padded, 8) == 0 && put_bytes(w, json, len) == 0 && put_bytes(w, spaces, padded - len) == 0;
     if (!ok) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
+        snprintf(err, errlen, "cannot write %s: %s", path, strerror(w->file.error));
         goto fail;
     }
     free(json);
@@ -446,10 +442,11 @@ int st_writer_append_f32(StWriter *w, const float *values, size_t n, char *err, 
         const StTensorInfo *t = &w->tensors[w->current];
         size_t take = n, left = (size_t)(st_numel(t) - w->written);
         if (take > left) take = left;
-        if (take > STAGING_ELEMS) take = STAGING_ELEMS;
+        if (t->dtype != ST_F32 && take > STAGING_ELEMS) take = STAGING_ELEMS; /* F32 goes out as it is */
         size_t es = DTYPES[t->dtype].size;
+        const void *bytes = w->staging;
         if (t->dtype == ST_F32) {
-            memcpy(w->staging, values, take * 4);
+            bytes = values;
         } else if (t->dtype == ST_BF16 || t->dtype == ST_F16) {
             for (size_t i = 0; i < take; i++) {
                 uint16_t h = t->dtype == ST_BF16 ? st_f32_to_bf16(values[i]) : st_f32_to_f16(values[i]);
@@ -460,8 +457,8 @@ int st_writer_append_f32(StWriter *w, const float *values, size_t n, char *err, 
                      DTYPES[t->dtype].name);
             return -1;
         }
-        if (put_bytes(w, w->staging, es * take)) {
-            snprintf(err, errlen, "cannot write %s: %s", w->path, strerror(errno));
+        if (put_bytes(w, bytes, es * take)) {
+            snprintf(err, errlen, "cannot write %s: %s", w->path, strerror(w->file.error));
             return -1;
         }
         w->written += take;
@@ -482,19 +479,16 @@ int st_writer_close(StWriter *w, char *err, size_t errlen) {
         st_writer_abort(w);
         return -1;
     }
-    int rc = fs_close_durable(w->f, w->path, err, errlen);
+    int rc = fs_stream_close(&w->file, err, errlen);
     free_writer(w);
     return rc;
 }
 
 uint32_t st_writer_crc32(const StWriter *w) { return w->crc; }
-uint64_t st_writer_bytes(const StWriter *w) { return w->bytes; }
+uint64_t st_writer_bytes(const StWriter *w) { return w->file.bytes; }
 
 void st_writer_abort(StWriter *w) {
     if (!w) return;
-    if (w->f) {
-        fclose(w->f);
-        unlink(w->path);
-    }
+    if (w->opened) fs_stream_abort(&w->file);
     free_writer(w);
 }

@@ -48,16 +48,11 @@ static void shape_of(const ModelConfig *c, int32_t *s) {
 /* ---------------------------------------------------------------- writing */
 
 typedef struct Out {
-    FILE *f;
-    const char *path;
-    uint32_t crc;
-    int failed;
+    FsStream file;
+    uint32_t crc; /* of the section's payload so far */
 } Out;
 
-static void out_bytes(Out *o, const void *p, size_t n) {
-    if (o->failed) return;
-    if (fwrite(p, 1, n, o->f) != n) o->failed = errno ? errno : EIO;
-}
+static void out_bytes(Out *o, const void *p, size_t n) { fs_stream_write(&o->file, p, n); }
 
 static void section_begin(Out *o, const char *name, uint64_t n_bytes) {
     unsigned char h[SECTION_HEADER_BYTES] = {0};
@@ -69,7 +64,7 @@ static void section_begin(Out *o, const char *name, uint64_t n_bytes) {
 }
 
 static void section_data(Out *o, const void *p, size_t n) {
-    o->crc = crc32_bytes(o->crc, p, n);
+    o->crc = crc32_parallel(o->crc, p, n);
     out_bytes(o, p, n);
 }
 
@@ -86,11 +81,8 @@ static void section_bytes(Out *o, const char *name, const void *p, size_t n) {
 }
 
 int state_write(const char *path, const StateData *d, char *err, size_t errlen) {
-    Out o = {fopen(path, "wb"), path, 0, 0};
-    if (!o.f) {
-        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
-        return -1;
-    }
+    Out o = {{0}, 0};
+    if (fs_stream_open(&o.file, path, err, errlen)) return -1;
     const TrainState *s = &d->state;
     unsigned char h[HEADER_BYTES] = {0};
     memcpy(h, MAGIC, sizeof(MAGIC));
@@ -122,12 +114,7 @@ int state_write(const char *path, const StateData *d, char *err, size_t errlen) 
     put_u64(rng, s->sample_rng);
     section_bytes(&o, "sampler_rng", rng, sizeof(rng));
     section_bytes(&o, "config", d->config_json, strlen(d->config_json));
-    if (o.failed) {
-        snprintf(err, errlen, "cannot write %s: %s", path, strerror(o.failed));
-        fclose(o.f);
-        return -1;
-    }
-    return fs_close_durable(o.f, path, err, errlen);
+    return fs_stream_close(&o.file, err, errlen);
 }
 
 /* ---------------------------------------------------------------- reading */

@@ -94,8 +94,11 @@ def gpu_activities(fn):
     with torch.profiler.profile(activities=acts) as prof:
         fn()
         torch.cuda.synchronize()
+    # on the GPU's timeline, but not work of their own: the profiler's buffer events and user annotations (such as
+    # "Optimizer.step#AdamW.step", a range over the optimizer's kernels)
     gpu = [e for e in prof.events()
-           if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith("Activity Buffer")]
+           if e.device_type == torch.autograd.DeviceType.CUDA and not e.name.startswith("Activity Buffer")
+           and not getattr(e, "is_user_annotation", False) and "#" not in e.name]
     gpu.sort(key=lambda e: e.time_range.start)
     return [(short_name(e.name), (e.time_range.end - e.time_range.start) * 1e-3) for e in gpu]
 

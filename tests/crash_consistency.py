@@ -26,8 +26,8 @@ KILLS = int(os.environ.get("CRASH_KILLS", "15"))
 PAUSE_MS = 150  # the test hook's pause in the snapshot and before the rename of every checkpoint of a killed run
 KINDS = ["moment", "snapshot", "write", "rename", "prune"]
 SEED = int(os.environ.get("CRASH_SEED") or random.SystemRandom().randrange(1 << 31))
-STEPS = 40
-# The tiny config's shapes (820k parameters: a 13 MB checkpoint, written every 2 steps) on micro-batches of 2 x 32
+STEPS = 60
+# The tiny config's shapes (820k parameters: a 9.4 MiB checkpoint, written every 2 steps) on micro-batches of 2 x 32
 # tokens, so that writing checkpoints takes much of the run and kills land inside writes.
 CONFIG = {"hidden_size": 128, "intermediate_size": 384, "num_hidden_layers": 4, "num_attention_heads": 2,
           "num_key_value_heads": 1, "vocab_size": 256, "max_position_embeddings": 256, "tie_word_embeddings": True,
@@ -102,15 +102,15 @@ def wait_for_pause(proc, out_path, phase, seconds, nth):
 
 
 def kill_at(proc, watch, out_path, kind, rng, timing):
-    """Sends SIGKILL to proc (unless it exits first) at a moment of the given kind, in one of the run's first 4
+    """Sends SIGKILL to proc (unless it exits first) at a moment of the given kind, in one of the run's first 2
     checkpoint periods, drawn at random: moment: after a random delay; snapshot / rename: inside the pause of the nth
     checkpoint's snapshot (the training state half copied) or before its rename (its files complete); write: at a
     random point of the nth checkpoint write (once its .tmp directory is there); prune: as soon as the next pruning has
     begun (a .deleting directory), or, if none is seen within 3 checkpoint periods, then. Returns whether a snapshot or
     rename kill came after its pause began."""
-    paused, nth, period = False, rng.randint(1, 4), timing["period"] + 2 * PAUSE_MS / 1000
+    paused, nth, period = False, rng.randint(1, 2), timing["period"] + 2 * PAUSE_MS / 1000
     if kind == "moment":
-        wait_for(proc, rng.uniform(0, 4 * period), watch)
+        wait_for(proc, rng.uniform(0, 2 * period), watch)
     elif kind in ("snapshot", "rename"):
         paused = wait_for_pause(proc, out_path, kind, 5 * period, nth)
         if paused:
@@ -125,12 +125,16 @@ def kill_at(proc, watch, out_path, kind, rng, timing):
     return paused
 
 
-def log_is_prefix(run, straight_log):
-    """run's log (a last line torn by the kill left out) is the straight run's log cut at some record."""
+def log_difference(run, straight_log):
+    """None when run's log (a last line torn by the kill left out) is the straight run's log cut at some record, else
+    the first record that differs and the straight run's record in its place."""
     if not os.path.exists(f"{run}/log.jsonl"):
-        return True
+        return None
     recs = run_compare.log_records(run, torn_tail_ok=True)
-    return recs == straight_log[:len(recs)]
+    for i, r in enumerate(recs):
+        if i >= len(straight_log) or r != straight_log[i]:
+            return f"record {i + 1}: {r}, the straight run's: {straight_log[i] if i < len(straight_log) else 'none'}"
+    return None
 
 
 def verify_after_kill(run, straight):
@@ -147,8 +151,9 @@ def verify_after_kill(run, straight):
                                                    run_compare.checkpoint_dir(straight, step))
         if diffs:
             problems.append(f"step_{step:08d} differs from the straight run's: {', '.join(diffs)}")
-    if not log_is_prefix(run, run_compare.log_records(straight)):
-        problems.append("log.jsonl is not a prefix of the straight run's")
+    diff = log_difference(run, run_compare.log_records(straight))
+    if diff:
+        problems.append(f"log.jsonl is not a prefix of the straight run's ({diff[:300]})")
     return problems
 
 

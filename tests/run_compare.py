@@ -12,7 +12,7 @@ import struct
 import sys
 import zlib
 
-TIMINGS = ("time", "ms", "tokens_per_s")
+TIMINGS = ("time", "ms", "tokens_per_s", "mfu")
 # the master weights are in state.bin ("master") or in model.safetensors, which "master_file" names by size and CRC32
 STATE_KEYS = ["step", "master", "master_file", "adam_m", "adam_v", "data_position", "sampler_rng"]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_crash_consistency.sh: a run killed with SIGKILL again and again loses nothing. A small run (the tiny config's
-# shapes on 2 x 32-token batches, 40 steps, a checkpoint every 2 steps, --keep-last 2, validation and samples on) is
+# shapes on 2 x 32-token batches, 60 steps, a checkpoint every 2 steps, --keep-last 2, validation and samples on) is
 # killed CRASH_KILLS times (default 15) at moments drawn from a seeded generator (printed; CRASH_SEED=N repeats the
 # schedule): at random moments, while the training state is copied into a checkpoint's snapshot, while the background
 # writer writes it, just before its rename, and inside the pruning of old checkpoints (the killed runs pause in the

@@ -137,6 +137,65 @@ int fs_close_durable(FILE *f, const char *path, char *err, size_t errlen) {
     return 0;
 }
 
+#define FS_STREAM_CHUNK ((uint64_t)64 << 20)
+
+int fs_stream_open(FsStream *s, const char *path, char *err, size_t errlen) {
+    memset(s, 0, sizeof(*s));
+    s->path = path;
+    s->f = fopen(path, "wb");
+    if (!s->f) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Once a chunk more is written: starts the write-back of what was written since the last start, waits for the range
+ * started before that and drops it from the cache. Errors of these calls show again at the final fsync. */
+static void stream_writeback(FsStream *s) {
+    if (s->bytes - s->begun < FS_STREAM_CHUNK || fflush(s->f) != 0) return;
+    const int fd = fileno(s->f);
+    sync_file_range(fd, (off_t)s->begun, (off_t)(s->bytes - s->begun), SYNC_FILE_RANGE_WRITE);
+    if (s->begun > s->waited) {
+        sync_file_range(fd, (off_t)s->waited, (off_t)(s->begun - s->waited),
+                        SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER);
+        posix_fadvise(fd, (off_t)s->waited, (off_t)(s->begun - s->waited), POSIX_FADV_DONTNEED);
+        s->waited = s->begun;
+    }
+    s->begun = s->bytes;
+}
+
+void fs_stream_write(FsStream *s, const void *p, size_t n) {
+    const unsigned char *b = p;
+    while (n > 0 && !s->error) {
+        size_t take = n > FS_STREAM_CHUNK ? (size_t)FS_STREAM_CHUNK : n;
+        if (fwrite(b, 1, take, s->f) != take) {
+            s->error = errno ? errno : EIO;
+            return;
+        }
+        s->bytes += take;
+        b += take;
+        n -= take;
+        stream_writeback(s);
+    }
+}
+
+int fs_stream_close(FsStream *s, char *err, size_t errlen) {
+    if (s->error) {
+        snprintf(err, errlen, "cannot write %s: %s", s->path, strerror(s->error));
+        fclose(s->f);
+        return -1;
+    }
+    return fs_close_durable(s->f, s->path, err, errlen);
+}
+
+void fs_stream_abort(FsStream *s) {
+    if (!s->f) return;
+    fclose(s->f);
+    unlink(s->path);
+    s->f = NULL;
+}
+
 int fs_write_durable(const char *path, const void *data, size_t n, char *err, size_t errlen) {
     FILE *f = fopen(path, "wb");
     if (!f) {

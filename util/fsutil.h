@@ -25,6 +25,24 @@ int fs_remove_tree(const char *path, char *err, size_t errlen);
 /* fsync a directory, so that renames and new entries inside it survive a crash. */
 int fs_sync_dir(const char *path, char *err, size_t errlen);
 
+/* A new file written front to back and made durable when it is closed, for the gigabytes of a checkpoint: its bytes
+ * go to disk while more are written (the write-back of every FS_STREAM_CHUNK is started at once and waited for one
+ * chunk later, after which its pages leave the cache), so the disk is busy throughout, the final fsync has little
+ * left, and the page cache holds two chunks of it. A failed write is kept and reported by fs_stream_close. */
+typedef struct FsStream {
+    FILE *f;
+    const char *path;       /* the caller's, for messages */
+    uint64_t bytes;         /* written so far */
+    uint64_t begun, waited; /* write-back started / completed up to this byte */
+    int error;              /* errno of the first failed write, or 0 */
+} FsStream;
+int fs_stream_open(FsStream *s, const char *path, char *err, size_t errlen);
+void fs_stream_write(FsStream *s, const void *p, size_t n);
+/* Flushes, fsyncs and closes; 0, or -1 with a message naming the path and the first error. */
+int fs_stream_close(FsStream *s, char *err, size_t errlen);
+/* Closes and deletes the file. */
+void fs_stream_abort(FsStream *s);
+
 /* Flushes, fsyncs and closes f (which was opened for writing path); the file is closed whatever happens. */
 int fs_close_durable(FILE *f, const char *path, char *err, size_t errlen);
 /* Writes n bytes to a new file at path, durably. */
