@@ -129,7 +129,7 @@ def expected_tokens(records, encode, val_fraction=0.1):
     documents = {"train": 0, "val": 0}
     for i, text in enumerate(records):
         split = "val" if i >= len(records) - num_val else "train"
-        if text:
+        if text.strip():  # an empty record, or one of only whitespace, gives no document
             streams[split] += encode(text)
             documents[split] += 1
     return streams, documents
@@ -272,13 +272,16 @@ def check_other_inputs(tmp, paragraphs):
           "first 10 records are val" + ("" if rc == 0 else f": {log[-600:]}"))
 
 
-def expect_error(tmp, description, args, expected, wrote_nothing=True):
+def expect_error(tmp, description, args, expected, wrote_nothing=True, absent=()):
+    """prepare_data.py stops with exit status 1 and a message holding each of expected and none of absent."""
     out = os.path.join(tmp, "error_out")
     rc, log = run(args + ["--out", out])
     ok = rc == 1 and "error:" in log and all(e in log for e in expected) and "Traceback" not in log
+    ok = ok and not any(a in log for a in absent)
     nothing = not os.path.exists(out) if wrote_nothing else True
     check(ok and nothing, f"bad input, {description}: exit status 1, the message names {', '.join(expected)}"
-          + (", nothing written" if wrote_nothing else "") + ("" if ok and nothing else f": [{rc}] {log[-500:]}"))
+          + (f" and not {', '.join(absent)}" if absent else "") + (", nothing written" if wrote_nothing else "")
+          + ("" if ok and nothing else f": [{rc}] {log[-500:]}"))
     subprocess.run(["rm", "-rf", out])
 
 
@@ -321,7 +324,18 @@ def check_errors(tmp):
                  [p("surrogate.jsonl") + " line 2", "surrogate"], wrote_nothing=False)
     open(p("empty.txt"), "w").close()
     expect_error(tmp, "an empty corpus", ["--text", p("empty.txt")], [p("empty.txt"), "no records"])
-    open(p("blank.jsonl"), "w").write('{"text": ""}\n\n{"text": ""}\n')
+    open(p("null.jsonl"), "w").write('{"text": "one"}\n{"text": null}\n')
+    expect_error(tmp, "a JSONL text field that is null", ["--text", p("null.jsonl"), "--val-fraction", 0],
+                 [p("null.jsonl") + " line 2", "the 'text' field is null, not a string"],
+                 absent=["NoneType"], wrote_nothing=False)
+    open(p("array.jsonl"), "w").write('{"text": "one"}\n["two"]\n')
+    expect_error(tmp, "a JSONL line that is an array", ["--text", p("array.jsonl"), "--val-fraction", 0],
+                 [p("array.jsonl") + " line 2", "the line is an array, not an object"], absent=["list"],
+                 wrote_nothing=False)
+    open(p("blank_lines.txt"), "w").write("\n\n\n \n\n\t\n\n\n")
+    expect_error(tmp, "a text file of only blank lines", ["--text", p("blank_lines.txt")],
+                 [p("blank_lines.txt"), "no text"], wrote_nothing=False)
+    open(p("blank.jsonl"), "w").write('{"text": ""}\n\n{"text": ""}\n{"text": " \\n "}\n')
     expect_error(tmp, "a corpus of empty texts", ["--text", p("blank.jsonl")], [p("blank.jsonl"), "no text"],
                  wrote_nothing=False)
     expect_error(tmp, "too few records for validation", ["--text", p("good.txt"), "--val-docs", 2],

@@ -1,6 +1,7 @@
 """hub.py: a Hugging Face dataset by name (--hf-dataset), read through the datasets library in streaming mode, as a
 stream of numbered records like the local corpus's."""
 from dataprep.errors import PrepError
+from dataprep.readers import is_document, json_kind
 
 
 class HubCorpus:
@@ -30,12 +31,12 @@ class HubCorpus:
         return f"the Hugging Face dataset {self.description} holds no text"
 
     def records(self, start):
-        """(record number, text) of every row from start on with a nonempty text."""
+        """(record number, text) of every row from start on whose text makes a document."""
         for index, row in enumerate(self.stream.skip(start) if start else self.stream, start):
             text = row.get(self.field)
             if not isinstance(text, str):
                 problem = f"no {self.field!r} column (it has {', '.join(map(repr, row))})" if self.field not in row \
-                    else f"the {self.field!r} column is {type(text).__name__}, not a string"
+                    else f"the {self.field!r} column is {json_kind(text)}, not a string"
                 raise PrepError(f"the Hugging Face dataset {self.description}, row {index}: {problem}")
-            if text:
+            if is_document(text):
                 yield index, text

@@ -2,7 +2,8 @@
 including a blank line (the sections concatenate to the text, as the single-file split always did), one line of a JSONL
 file (the string in its text field), one row of a Parquet file (its text column). Each format counts a file's records
 cheaply and reads them from a given record on, streamed: memory holds one section, one line or one batch of rows.
-Records whose text is empty (a blank JSONL line, "") give no document. Every error names the file and the record."""
+Records whose text is empty or only whitespace (a blank JSONL line, "", a run of blank lines) give no document. Every
+error names the file and the record."""
 import json
 import re
 
@@ -11,6 +12,19 @@ from dataprep.errors import PrepError
 CHUNK_BYTES = 1 << 20
 PARQUET_BATCH_ROWS = 1024
 UNPAIRED_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def is_document(text):
+    """Whether a record's text makes a document: not empty, not only whitespace."""
+    return bool(text) and not text.isspace()
+
+
+def json_kind(value):
+    """What a parsed JSON value (or a dataset's cell) is, in JSON's words: null, true, a number, an array ..."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    kinds = {dict: "an object", list: "an array", str: "a string", int: "a number", float: "a number"}
+    return kinds.get(type(value), type(value).__name__)
 
 
 def text_sections(stream):
@@ -47,9 +61,11 @@ class TextFormat:
                 if index < start:
                     continue
                 try:
-                    yield index, section.decode("utf-8")
+                    text = section.decode("utf-8")
                 except UnicodeDecodeError as e:
                     raise PrepError(f"{source.path}: not UTF-8 text at byte {offset + e.start} ({e.reason})")
+                if is_document(text):
+                    yield index, text
 
 
 class JsonlFormat:
@@ -66,7 +82,7 @@ class JsonlFormat:
             for index, line in enumerate(stream):
                 if index >= start:
                     text = JsonlFormat.text_of(line, f"{source.path} line {index + 1}", field)
-                    if text:
+                    if is_document(text):
                         yield index, text
 
     @staticmethod
@@ -82,13 +98,13 @@ class JsonlFormat:
         except json.JSONDecodeError as e:
             raise PrepError(f"{where}: not JSON ({e.msg} at column {e.colno})")
         if not isinstance(record, dict):
-            raise PrepError(f"{where}: a JSON {type(record).__name__}, not an object with a {field!r} field")
+            raise PrepError(f"{where}: the line is {json_kind(record)}, not an object with a {field!r} field")
         if field not in record:
             raise PrepError(f"{where}: no {field!r} field (it has {', '.join(map(repr, record)) or 'none'}; "
                             "--text-field names the field that holds the text)")
         text = record[field]
         if not isinstance(text, str):
-            raise PrepError(f"{where}: the {field!r} field is a JSON {type(text).__name__}, not a string")
+            raise PrepError(f"{where}: the {field!r} field is {json_kind(text)}, not a string")
         # only a \uXXXX escape makes a surrogate; the regex runs on the few lines that have one
         if (b"\\ud" in raw or b"\\uD" in raw) and UNPAIRED_SURROGATE.search(text):
             raise PrepError(f"{where}: the {field!r} field holds an unpaired surrogate escape (\\ud800-\\udfff), "
@@ -140,7 +156,7 @@ class ParquetFormat:
                     if index >= start:
                         if text is None:
                             raise PrepError(f"{source.path} row {index}: the {field!r} column is null")
-                        if text:
+                        if is_document(text):
                             yield index, text
                     index += 1
         except (pyarrow.ArrowException, UnicodeDecodeError) as e:
