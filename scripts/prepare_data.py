@@ -23,16 +23,20 @@ split shorter): a header of 256 int32 (magic, version 1, token count) then the t
 under a temporary name and renamed when complete.
 
 Reruns: OUT/progress.json records the settings and how far the complete shards go; a rerun of the same command resumes
-there (an interrupted run loses at most its partial shard), and one after a complete run has nothing to do. A rerun
-with other inputs or settings stops unless --overwrite, which removes the earlier shards and starts again.
+there (an interrupted or failed run loses at most its partial shard, which it removes), and one after a complete run
+has nothing to do. A rerun with other inputs or settings stops unless --overwrite, which removes the earlier shards and
+starts again, or unless the earlier run completed no shard. One run at a time per --out: a lock file in it (flock)
+refuses a second, naming the first's PID.
 """
 import argparse
 import os
+import signal
 import sys
 
 from dataprep.errors import PrepError
 from dataprep.hub import HubCorpus
 from dataprep.inputs import LocalCorpus, download, expand_inputs
+from dataprep.lock import OutDirLock
 from dataprep.prepare import prepare
 from dataprep.readers import FORMATS
 from dataprep.resume import open_out_dir
@@ -108,20 +112,17 @@ def main():
         "val_fraction": args.val_fraction,
         "val_docs": args.val_docs,
     }
-    state, record = open_out_dir(args.out, settings, args.overwrite)
-    if state == "complete":
-        shards = sum(len(files) for files in record["files"].values())
-        print(f"{args.out} already holds this preparation ({shards} shard(s) and meta.json): nothing to do")
-        return
-    if state == "resume":
-        shards = sum(len(split["files"]) for split in record["splits"].values())
-        print(f"resuming the preparation in {args.out} at record {record['next_record']:,} after {shards} complete "
-              "shard(s)")
-    try:
-        os.makedirs(args.out, exist_ok=True)
-    except OSError as e:
-        raise PrepError(f"cannot create the output directory {args.out}: {e.strerror}")
-    meta = prepare(args.out, corpus, tokenizer, ranges, settings, record, args.shard_tokens, args.workers)
+    with OutDirLock(args.out):
+        state, record = open_out_dir(args.out, settings, args.overwrite)
+        if state == "complete":
+            shards = sum(len(files) for files in record["files"].values())
+            print(f"{args.out} already holds this preparation ({shards} shard(s) and meta.json): nothing to do")
+            return
+        if state == "resume":
+            shards = sum(len(split["files"]) for split in record["splits"].values())
+            print(f"resuming the preparation in {args.out} at record {record['next_record']:,} after {shards} "
+                  "complete shard(s)")
+        meta = prepare(args.out, corpus, tokenizer, ranges, settings, record, args.shard_tokens, args.workers)
 
     documents = meta["documents"]
     print(f"{sum(documents.values()):,} documents ({documents['train']:,} train, {documents['val']:,} val) from "
@@ -131,13 +132,22 @@ def main():
     print(f"wrote {sum(len(f) for f in meta['files'].values())} shard(s) and meta.json to {args.out}")
 
 
+class Terminated(BaseException):
+    """SIGTERM (a scheduler's stop, kill): the run ends as on Ctrl-C, its partial shard removed."""
+
+
+def terminate(signum, frame):
+    raise Terminated()
+
+
 if __name__ == "__main__":
+    signal.signal(signal.SIGTERM, terminate)
     try:
         main()
     except PrepError as e:
         print(f"\nprepare_data.py: error: {e}", file=sys.stderr)
         sys.exit(1)
-    except KeyboardInterrupt:
-        print("\nprepare_data.py: interrupted: the complete shards are kept; the same command resumes",
-              file=sys.stderr)
-        sys.exit(130)
+    except (KeyboardInterrupt, Terminated) as e:
+        how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
+        print(f"\nprepare_data.py: {how}: the complete shards are kept; the same command resumes", file=sys.stderr)
+        sys.exit(143 if isinstance(e, Terminated) else 130)

@@ -166,11 +166,11 @@ def check_tokens(tmp, inputs, records, kind, tokenizer, encode):
           f"{kind}: the directory holds exactly meta.json and the shards")
 
 
-def kill_after_shards(args, out, shards):
-    """Starts prepare_data.py and kills it (SIGKILL, with its workers) once its progress.json lists that many train
-    shards; returns the last progress record it read, or None."""
-    process = subprocess.Popen(command(args + ["--out", out]), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+def stop_after_shards(args, out, shards):
+    """Starts prepare_data.py and stops it (SIGSTOP, with its workers) once its progress.json lists that many train
+    shards (0: once it exists); returns the process (stopped, or ended on its own) and the last progress record read."""
+    process = subprocess.Popen(command(args + ["--out", out]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True)
     record, deadline = None, time.monotonic() + 120
     while process.poll() is None and time.monotonic() < deadline:
         try:
@@ -178,11 +178,28 @@ def kill_after_shards(args, out, shards):
         except (OSError, ValueError):
             record = None
         if record and len(record["splits"]["train"]["files"]) >= shards:
-            os.killpg(process.pid, signal.SIGKILL)
+            os.killpg(process.pid, signal.SIGSTOP)
             break
         time.sleep(0.005)
+    return process, record
+
+
+def kill_after_shards(args, out, shards):
+    """Starts prepare_data.py and kills it (SIGKILL, with its workers) once its progress.json lists that many train
+    shards; returns the last progress record it read, or None."""
+    process, record = stop_after_shards(args, out, shards)
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     return record if process.returncode == -signal.SIGKILL else None
+
+
+def continue_run(process, sig=signal.SIGCONT):
+    """Sends sig (and SIGCONT) to a process stopped by stop_after_shards; waits for it; returns (status, stderr)."""
+    if process.poll() is None:
+        os.killpg(process.pid, sig)
+        os.killpg(process.pid, signal.SIGCONT)
+    return process.wait(), process.stderr.read()
 
 
 def check_large(tmp, shakespeare, tokenizer):
@@ -225,6 +242,70 @@ def check_large(tmp, shakespeare, tokenizer):
     check(rc == 0 and "resuming" in log and files_of(resumed) == files_of(outs[1]),
           "resume: the rerun (2 workers) resumes and writes bytewise the straight run's shards and meta.json, and "
           "nothing else" + ("" if rc == 0 else f": {log[-600:]}"))
+    return args, outs[1]
+
+
+def check_one_run_per_out(tmp, args, straight):
+    """A second run into an --out that a first run holds (stopped once its progress.json exists) is refused, naming the
+    first's PID, and changes nothing there, with --overwrite as well; the first, continued, ends as a straight run."""
+    out = os.path.join(tmp, "held")
+    first, record = stop_after_shards(args + ["--workers", 1], out, 0)
+    before = files_of(out)
+    results = [run(args + ["--out", out] + extra) for extra in ([], ["--overwrite"])]
+    changed = files_of(out) != before
+    status, err = continue_run(first)
+    refused = all(rc == 1 and f"process {first.pid}" in log and out in log for rc, log in results)
+    check(record is not None and refused and not changed,
+          f"two runs into one --out: the second (and one with --overwrite) is refused naming the first's PID "
+          f"({first.pid}) and changes nothing" + ("" if refused and not changed else f": {results[0][1][-400:]}"))
+    check(status == 0 and files_of(out) == files_of(straight) and sorted(os.listdir(out)) == list(files_of(out)),
+          "two runs into one --out: the first, continued, writes a straight run's bytes and leaves no lock file"
+          + ("" if status == 0 else f": [{status}] {err[-400:]}"))
+
+
+def check_failed_runs(tmp, args, straight):
+    """A run that fails on an input that disappears mid-way leaves its complete shards and progress.json but no .tmp
+    shard; one that fails or is stopped (SIGTERM) before its first shard leaves nothing, and one killed then (SIGKILL)
+    does not stop a rerun with other inputs. ("Before its first shard": shards larger than the corpus.)"""
+    large, tokenizer = args[args.index("--text") + 1], args[args.index("--tokenizer") + 1]
+    gone = os.path.join(tmp, "gone.jsonl")
+    failed = os.path.join(tmp, "failed")
+    for shards, out in ((2, failed), (0, failed + "_early")):
+        open(gone, "w").write('{"text": "read after the other file"}\n' * 50)
+        shard_tokens = LARGE_SHARD_TOKENS if shards else 10**7
+        process, record = stop_after_shards(["--text", large, gone, "--tokenizer", tokenizer, "--shard-tokens",
+                                             shard_tokens, "--workers", 1], out, shards)
+        os.remove(gone)
+        status, err = continue_run(process)
+        names = os.listdir(out) if os.path.isdir(out) else None
+        if shards:
+            ok = names is not None and "progress.json" in names and not [n for n in names if n.endswith(".tmp")] and \
+                len([n for n in names if n.endswith(".bin")]) >= shards
+            expected = "its complete shards and progress.json are kept, no .tmp shard is left"
+        else:
+            ok = names is None
+            expected = "the output directory is removed (it held no complete shard)"
+        check(record is not None and status == 1 and gone in err and ok,
+              f"a run whose input disappears {f'after {shards} shards' if shards else 'before its first shard'}: exit "
+              f"status 1 naming it; {expected}" + ("" if status == 1 and ok else f": [{status}] {names} {err[-300:]}"))
+    rc, log = run(args + ["--out", failed])
+    check(rc == 1 and "inputs differ" in log and "--overwrite" in log,
+          "a rerun with other inputs after a failed run that completed shards is refused" + ("" if rc else ": exit 0"))
+
+    whole = ["--text", large, "--tokenizer", tokenizer, "--shard-tokens", 10**7]
+    stopped = os.path.join(tmp, "stopped")
+    process, record = stop_after_shards(whole, stopped, 0)
+    status, err = continue_run(process, signal.SIGTERM)
+    check(record is not None and status == 143 and "terminated" in err and not os.path.exists(stopped),
+          "a run stopped by SIGTERM before its first shard: exit status 143, nothing left"
+          + ("" if status == 143 else f": [{status}] {err[-200:]}"))
+    killed = os.path.join(tmp, "killed")
+    process, record = stop_after_shards(whole, killed, 0)
+    continue_run(process, signal.SIGKILL)
+    rc, log = run(args + ["--out", killed])
+    check(record is not None and rc == 0 and files_of(killed) == files_of(straight),
+          "a rerun with other settings after a run killed (SIGKILL) before its first shard is not refused, and "
+          "writes a straight run's bytes" + ("" if rc == 0 else f": {log[-400:]}"))
 
 
 def check_sections_across_chunks():
@@ -272,16 +353,16 @@ def check_other_inputs(tmp, paragraphs):
           "first 10 records are val" + ("" if rc == 0 else f": {log[-600:]}"))
 
 
-def expect_error(tmp, description, args, expected, wrote_nothing=True, absent=()):
-    """prepare_data.py stops with exit status 1 and a message holding each of expected and none of absent."""
+def expect_error(tmp, description, args, expected, absent=()):
+    """prepare_data.py stops with exit status 1 and a message holding each of expected and none of absent, and leaves
+    no output directory."""
     out = os.path.join(tmp, "error_out")
     rc, log = run(args + ["--out", out])
     ok = rc == 1 and "error:" in log and all(e in log for e in expected) and "Traceback" not in log
-    ok = ok and not any(a in log for a in absent)
-    nothing = not os.path.exists(out) if wrote_nothing else True
-    check(ok and nothing, f"bad input, {description}: exit status 1, the message names {', '.join(expected)}"
-          + (f" and not {', '.join(absent)}" if absent else "") + (", nothing written" if wrote_nothing else "")
-          + ("" if ok and nothing else f": [{rc}] {log[-500:]}"))
+    ok = ok and not any(a in log for a in absent) and not os.path.exists(out)
+    check(ok, f"bad input, {description}: exit status 1, the message names {', '.join(expected)}"
+          + (f" and not {', '.join(absent)}" if absent else "") + ", nothing written"
+          + ("" if ok else f": [{rc}] {log[-500:]}"))
     subprocess.run(["rm", "-rf", out])
 
 
@@ -309,35 +390,30 @@ def check_errors(tmp):
     expect_error(tmp, "a Parquet text column of integers", ["--text", p("ints.parquet")], [p("ints.parquet"), "int64"])
     open(p("nofield.jsonl"), "w").write('{"text": "one"}\n{"text": "two"}\n{"body": "three"}\n')
     expect_error(tmp, "a JSONL line without the text field", ["--text", p("nofield.jsonl"), "--val-fraction", 0],
-                 [p("nofield.jsonl") + " line 3", "'text'", "'body'"], wrote_nothing=False)
+                 [p("nofield.jsonl") + " line 3", "'text'", "'body'"])
     open(p("notjson.jsonl"), "w").write('{"text": "one"}\n{"text": "two\n')
     expect_error(tmp, "a line that is not JSON", ["--text", p("notjson.jsonl"), "--val-fraction", 0],
-                 [p("notjson.jsonl") + " line 2", "not JSON"], wrote_nothing=False)
+                 [p("notjson.jsonl") + " line 2", "not JSON"])
     open(p("latin1.txt"), "wb").write("caf\u00e9 au lait\n\nd\u00e9j\u00e0 vu\n".encode("latin-1"))
-    expect_error(tmp, "a non-UTF-8 text file", ["--text", p("latin1.txt")], [p("latin1.txt"), "UTF-8", "byte 3"],
-                 wrote_nothing=False)
+    expect_error(tmp, "a non-UTF-8 text file", ["--text", p("latin1.txt")], [p("latin1.txt"), "UTF-8", "byte 3"])
     open(p("latin1.jsonl"), "wb").write('{"text": "ok"}\n{"text": "caf\u00e9"}\n'.encode("latin-1"))
-    expect_error(tmp, "a non-UTF-8 JSONL line", ["--text", p("latin1.jsonl")], [p("latin1.jsonl") + " line 2", "UTF-8"],
-                 wrote_nothing=False)
+    expect_error(tmp, "a non-UTF-8 JSONL line", ["--text", p("latin1.jsonl")], [p("latin1.jsonl") + " line 2", "UTF-8"])
     open(p("surrogate.jsonl"), "w").write('{"text": "ok \\ud83d\\ude00"}\n{"text": "half \\ud83d of a pair"}\n')
     expect_error(tmp, "an unpaired surrogate escape", ["--text", p("surrogate.jsonl")],
-                 [p("surrogate.jsonl") + " line 2", "surrogate"], wrote_nothing=False)
+                 [p("surrogate.jsonl") + " line 2", "surrogate"])
     open(p("empty.txt"), "w").close()
     expect_error(tmp, "an empty corpus", ["--text", p("empty.txt")], [p("empty.txt"), "no records"])
     open(p("null.jsonl"), "w").write('{"text": "one"}\n{"text": null}\n')
     expect_error(tmp, "a JSONL text field that is null", ["--text", p("null.jsonl"), "--val-fraction", 0],
-                 [p("null.jsonl") + " line 2", "the 'text' field is null, not a string"],
-                 absent=["NoneType"], wrote_nothing=False)
+                 [p("null.jsonl") + " line 2", "the 'text' field is null, not a string"], absent=["NoneType"])
     open(p("array.jsonl"), "w").write('{"text": "one"}\n["two"]\n')
     expect_error(tmp, "a JSONL line that is an array", ["--text", p("array.jsonl"), "--val-fraction", 0],
-                 [p("array.jsonl") + " line 2", "the line is an array, not an object"], absent=["list"],
-                 wrote_nothing=False)
+                 [p("array.jsonl") + " line 2", "the line is an array, not an object"], absent=["list"])
     open(p("blank_lines.txt"), "w").write("\n\n\n \n\n\t\n\n\n")
     expect_error(tmp, "a text file of only blank lines", ["--text", p("blank_lines.txt")],
-                 [p("blank_lines.txt"), "no text"], wrote_nothing=False)
+                 [p("blank_lines.txt"), "no text"])
     open(p("blank.jsonl"), "w").write('{"text": ""}\n\n{"text": ""}\n{"text": " \\n "}\n')
-    expect_error(tmp, "a corpus of empty texts", ["--text", p("blank.jsonl")], [p("blank.jsonl"), "no text"],
-                 wrote_nothing=False)
+    expect_error(tmp, "a corpus of empty texts", ["--text", p("blank.jsonl")], [p("blank.jsonl"), "no text"])
     expect_error(tmp, "too few records for validation", ["--text", p("good.txt"), "--val-docs", 2],
                  ["--val-docs 2", "none would be left"])
     # the datasets package hidden behind a module that fails to import, as where it is not installed
@@ -365,7 +441,10 @@ def main():
         inputs, records = write_corpus(tmp, shakespeare)
         check_tokens(tmp, inputs, records, "byte", "byte", lambda text: list(text.encode("utf-8")))
         check_tokens(tmp, inputs, records, "llama3", tokenizer, llama3_encoder(tokenizer))
-        check_large(tmp, shakespeare, tokenizer)
+        large = check_large(tmp, shakespeare, tokenizer)
+        if large:
+            check_one_run_per_out(tmp, *large)
+            check_failed_runs(tmp, *large)
         check_sections_across_chunks()
         check_other_inputs(tmp, text_records(shakespeare[:20000].encode()))
         check_errors(tmp)

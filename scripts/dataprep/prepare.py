@@ -1,6 +1,7 @@
 """prepare.py: one run of the preparation: the corpus's records from where the output directory's progress record says
 (or from the first), tokenized in batches on the worker pool, into one ShardWriter per split in record order, the
-progress record rewritten after every shard, and meta.json written at the end in its place."""
+progress record rewritten after every shard, and meta.json written at the end in its place. A run that fails (an
+error, Ctrl-C, SIGTERM) removes its partial shard, and its progress record too if no shard is complete."""
 import os
 
 from dataprep.errors import PrepError
@@ -44,41 +45,52 @@ def prepare(out, corpus, tokenizer, ranges, settings, record, shard_tokens, work
     if record is None:
         save()  # the directory now says what is being prepared in it
 
-    bar = ProgressBar(corpus.total, start)
-    documents = tokens = text_bytes = 0
-    stream = batches(corpus.records(start), ranges, BATCH_CHARS)
-    for (split, numbers), (data, counts, size) in tokenize_in_order(tokenizer, stream, workers):
-        while writers[0].split != split:
+    try:
+        bar = ProgressBar(corpus.total, start)
+        documents = tokens = text_bytes = 0
+        stream = batches(corpus.records(start), ranges, BATCH_CHARS)
+        for (split, numbers), (data, counts, size) in tokenize_in_order(tokenizer, stream, workers):
+            while writers[0].split != split:
+                close_first()
+            first_skip = skip if numbers[0] == start else 0
+            writers[0].add(data, counts, numbers, first_skip)
+            documents, tokens = documents + len(numbers), tokens + sum(counts) - first_skip
+            text_bytes += size
+            bar.update(numbers[-1] + 1, documents, tokens, text_bytes)
+        while writers:
             close_first()
-        first_skip = skip if numbers[0] == start else 0
-        writers[0].add(data, counts, numbers, first_skip)
-        documents, tokens, text_bytes = documents + len(numbers), tokens + sum(counts) - first_skip, text_bytes + size
-        bar.update(numbers[-1] + 1, documents, tokens, text_bytes)
-    while writers:
-        close_first()
-    bar.update(corpus.total or 0, documents, tokens, text_bytes, final=True)
+        bar.update(corpus.total or 0, documents, tokens, text_bytes, final=True)
 
-    splits = {split: finished.get(split, NOTHING) for split in ("train", "val")}
-    if not any(s["tokens"] for s in splits.values()):
-        raise PrepError(corpus.empty_message())
-    for split, first, end in ranges:
-        if not splits[split]["tokens"]:
-            raise PrepError(f"the {split} split (records {first}..{end - 1 if end else 'end'}) holds no text")
-    meta = {
-        "inputs": corpus.names(),
-        "tokenizer": settings["tokenizer"],
-        "vocab_size": tokenizer.vocab_size,
-        "bos_id": tokenizer.bos,
-        "token_dtype": tokenizer.dtype,
-        "magic": MAGIC[tokenizer.dtype],
-        "val_fraction": settings["val_fraction"],
-        "val_docs": settings["val_docs"],
-        "shard_tokens": shard_tokens,
-        "documents": {split: s["documents"] for split, s in splits.items()},
-        "tokens": {split: s["tokens"] for split, s in splits.items()},
-        "files": {split: s["files"] for split, s in splits.items()},
-        "settings": settings,
-    }
-    write_json(os.path.join(out, META), meta)
-    remove(out, [PROGRESS])
-    return meta
+        splits = {split: finished.get(split, NOTHING) for split in ("train", "val")}
+        if not any(s["tokens"] for s in splits.values()):
+            raise PrepError(corpus.empty_message())
+        for split, first, end in ranges:
+            if not splits[split]["tokens"]:
+                raise PrepError(f"the {split} split (records {first}..{end - 1 if end else 'end'}) holds no text")
+        meta = {
+            "inputs": corpus.names(),
+            "tokenizer": settings["tokenizer"],
+            "vocab_size": tokenizer.vocab_size,
+            "bos_id": tokenizer.bos,
+            "token_dtype": tokenizer.dtype,
+            "magic": MAGIC[tokenizer.dtype],
+            "val_fraction": settings["val_fraction"],
+            "val_docs": settings["val_docs"],
+            "shard_tokens": shard_tokens,
+            "documents": {split: s["documents"] for split, s in splits.items()},
+            "tokens": {split: s["tokens"] for split, s in splits.items()},
+            "files": {split: s["files"] for split, s in splits.items()},
+            "settings": settings,
+        }
+        write_json(os.path.join(out, META), meta)
+        remove(out, [PROGRESS])
+        return meta
+    except BaseException:
+        for writer in writers:
+            writer.abort()
+        if not any(split["files"] for split in list(finished.values()) + [w.state() for w in writers]):
+            try:
+                remove(out, [PROGRESS])  # nothing to resume: a rerun starts again, whatever its settings
+            except PrepError:
+                pass
+        raise

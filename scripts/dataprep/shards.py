@@ -2,7 +2,7 @@
 last one shorter): a header of 256 int32 (magic, version 1, token count), then the tokens, little-endian (the format
 data/dataloader.c reads). The tokens go straight into NAME.tmp, renamed to NAME when the shard is complete, so a shard
 name only ever holds a complete shard and memory holds one batch. The writer also tracks, per document, where its last
-complete shard ends in records: where a resumed run starts."""
+complete shard ends in records: where a resumed run starts. A run that fails removes its partial shard (abort)."""
 import array
 import collections
 import os
@@ -54,6 +54,16 @@ class ShardWriter:
         if self.in_file:
             self._finish()
         self.closed = True
+
+    def abort(self):
+        """After a failure: the partial shard is closed and removed (the complete ones stay)."""
+        if self.file is not None:
+            self.file.close()
+            try:
+                os.remove(self._path() + ".tmp")
+            except OSError:
+                pass  # a rerun removes it
+            self.file, self.in_file = None, 0
 
     def _path(self):
         return os.path.join(self.out_dir, f"{self.split}_{len(self.files):06d}.bin")
