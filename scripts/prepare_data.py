@@ -7,10 +7,11 @@
     python scripts/prepare_data.py --tokenizer tokenizer.model --hf-dataset HuggingFaceFW/fineweb-edu \\
         --hf-name sample-10BT --val-docs 10000 --out data/fineweb
 
-Inputs: --text (repeatable, several values each) names files, directories (their files with a known name ending,
-recursively, sorted by path) and glob patterns, read in that order; without --text or --hf-dataset, TinyShakespeare is
-downloaded. Formats by name ending or --format: plain text (.txt: documents end at blank lines, each keeping its
-blank line), JSON lines (.jsonl: one object per line, its --text-field string is a document), Parquet (.parquet: the
+Inputs: --text (repeatable, several values each) names files, directories (their files with a known name ending, or
+every file with --format, recursively, sorted by path) and glob patterns (** for any depth), read in that order;
+symbolic links are followed, and a directory or link that cannot be entered stops the run, naming it. Without --text
+or --hf-dataset, TinyShakespeare is downloaded. Formats by name ending or --format: plain text (.txt: documents end at
+blank lines, each keeping its blank line), JSON lines (.jsonl: one object per line, its --text-field string is a document), Parquet (.parquet: the
 --text-field column); .txt.gz and .jsonl.gz are read through gzip. --hf-dataset streams a Hugging Face dataset through
 the datasets library. Everything is streamed: memory does not grow with the corpus.
 
@@ -86,7 +87,9 @@ def open_corpus(args):
     if args.hf_dataset:
         corpus = HubCorpus(args.hf_dataset, args.hf_name, args.hf_split, args.text_field)
         return corpus, f"the Hugging Face dataset {corpus.description}"
-    files = expand_inputs(args.text, args.format) if args.text else [download(TINYSHAKESPEARE_URL)]
+    files, problems = expand_inputs(args.text, args.format) if args.text else ([download(TINYSHAKESPEARE_URL)], [])
+    if problems:
+        raise PrepError(f"cannot read every input:\n  " + "\n  ".join(problems))
     print(f"counting the records of {len(files)} input file(s)")
     corpus = LocalCorpus(files, args.text_field)
     description = files[0].path if len(files) == 1 else f"the {len(files)} input files"

@@ -353,6 +353,50 @@ def check_other_inputs(tmp, paragraphs):
           "first 10 records are val" + ("" if rc == 0 else f": {log[-600:]}"))
 
 
+def check_walks(tmp):
+    """--format txt takes a directory's files whatever their names end with; symbolic links to directories are followed,
+    each directory once; what cannot be entered (a dangling link, a link that loops, a directory without permission)
+    stops the run, every one named."""
+    code, outside = os.path.join(tmp, "code"), os.path.join(tmp, "outside")
+    for directory in ("sub", ".hidden"):
+        os.makedirs(os.path.join(code, directory))
+    os.makedirs(outside)
+    sources = {"a.py": "import os\n\n\ndef main():\n    pass\n", "sub/b.py": "x = 1\n", ".hidden/c.py": "hidden\n",
+               "notes": "no name ending\n\nat all\n"}
+    for name, text in sources.items():
+        open(os.path.join(code, name), "w").write(text)
+    open(os.path.join(outside, "d.py"), "w").write("linked = True\n")
+    os.symlink(outside, os.path.join(code, "linked"))
+    os.symlink("..", os.path.join(code, "sub", "up"))  # back to code/: walked once
+    read = ["a.py", "linked/d.py", "notes", "sub/b.py"]
+    expected = uint16_bytes(sources.get(name) or open(os.path.join(code, name)).read() for name in read)
+    args = ["--format", "txt", "--tokenizer", "byte", "--val-fraction", 0]
+    for label, inputs in (("a directory", [code]), ("a ** pattern", [os.path.join(code, "**", "*")])):
+        out = os.path.join(tmp, "walked")
+        rc, log = run(["--text"] + inputs + args + ["--out", out])
+        ok = rc == 0 and read_shards(out, f"--format txt, {label}")[0]["train"] == list(struct.unpack(
+            f"<{len(expected) // 2}H", expected))
+        check(ok, f"--format txt, {label}: every file ({', '.join(read)}) read once, in path order, a symbolic link to "
+              "a directory followed, one back up not walked again, hidden names left out"
+              + ("" if rc == 0 else f": {log[-400:]}"))
+        subprocess.run(["rm", "-rf", out])
+
+    os.symlink(os.path.join(tmp, "nowhere"), os.path.join(code, "sub", "dangling"))
+    os.symlink("loop", os.path.join(code, "loop"))
+    problems = [os.path.join(code, "sub", "dangling"), os.path.join(code, "loop")]
+    locked = os.path.join(code, "locked")
+    os.makedirs(locked)
+    os.chmod(locked, 0)
+    if os.access(locked, os.R_OK):  # root reads any directory
+        print("SKIP a directory without read permission: this user (root) reads it all the same; the dangling and "
+              "looping links stand for it")
+    else:
+        problems.append(locked)
+    expect_error(tmp, "a directory walk that meets what it cannot enter", ["--text", code] + args,
+                 problems + ["cannot read the directory" if locked in problems else "does not exist", "loops"])
+    os.chmod(locked, 0o755)
+
+
 def expect_error(tmp, description, args, expected, absent=()):
     """prepare_data.py stops with exit status 1 and a message holding each of expected and none of absent, and leaves
     no output directory."""
@@ -448,6 +492,7 @@ def main():
         check_sections_across_chunks()
         check_other_inputs(tmp, text_records(shakespeare[:20000].encode()))
         check_errors(tmp)
+        check_walks(tmp)
     return 1 if checks.failures else 0
 
 

@@ -1,8 +1,7 @@
-"""inputs.py: the corpus of local inputs: --text arguments (files, directories, glob patterns) expanded into an ordered
-list of files, each with its format (its extension or --format) and record count, read as one stream of records
-numbered across the files."""
+"""inputs.py: the corpus of local inputs: --text arguments (files, directories, glob patterns; walk.py) expanded into an
+ordered list of files, each with its format (its name ending, or --format for every file) and record count, read as
+one stream of records numbered across the files."""
 import contextlib
-import glob
 import gzip
 import hashlib
 import io
@@ -11,6 +10,7 @@ import urllib.error
 import urllib.request
 import zlib
 
+from dataprep import walk
 from dataprep.errors import PrepError
 from dataprep.readers import FORMATS
 
@@ -55,35 +55,33 @@ class InputFile:
                 "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def directory_files(directory, forced):
-    """The files under a directory with a known name ending (of --format's format when given), sorted by path."""
-    found = []
-    for root, dirs, names in os.walk(directory):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        for name in names:
-            known = format_of(name, None)
-            if not name.startswith(".") and known and (forced is None or known[0] == forced):
-                found.append(os.path.join(root, name))
-    if not found:
-        raise PrepError(f"--text {directory}: the directory holds no file ending in "
-                        f"{KNOWN if forced is None else f'.{forced} or .{forced}.gz'}")
-    return sorted(found)
+def directory_inputs(directory, forced, problems):
+    """The files under a directory with a known name ending, or every one with --format, sorted by path."""
+    before = len(problems)
+    found = [path for path in walk.directory_files(directory, problems) if forced or format_of(path, None)]
+    if not found and len(problems) == before:
+        raise PrepError(f"--text {directory}: the directory holds no file" +
+                        ("" if forced else f" ending in {KNOWN} (or pass --format for every file)"))
+    return found
 
 
 def expand_inputs(arguments, forced):
-    """The InputFiles of the --text arguments, in argument order; each file once."""
-    files, seen = [], set()
+    """The InputFiles of the --text arguments, in argument order, each file once; and the problems met (what could not
+    be entered or read), each a message naming the path."""
+    files, seen, problems = [], set(), []
     for argument in arguments:
-        if any(c in argument for c in "*?["):
-            matches = sorted(glob.glob(argument, recursive=True))
-            if not matches:
+        if walk.MAGIC.search(argument):
+            before = len(problems)
+            matches = walk.glob_matches(argument, problems)
+            if not matches and len(problems) == before:
                 raise PrepError(f"--text {argument}: the pattern matches no file")
         elif os.path.exists(argument):
             matches = [argument]
         else:
             raise PrepError(f"--text {argument}: no such file or directory")
         for match in matches:
-            for path in directory_files(match, forced) if os.path.isdir(match) else [match]:
+            what = walk.kind(match, problems)
+            for path in directory_inputs(match, forced, problems) if what == "dir" else [match] if what else []:
                 if os.path.realpath(path) in seen:
                     continue
                 seen.add(os.path.realpath(path))
@@ -91,7 +89,7 @@ def expand_inputs(arguments, forced):
                 if known is None:
                     raise PrepError(f"{path}: unknown format (a name ending in {KNOWN}, or pass --format)")
                 files.append(InputFile(path, *known))
-    return files
+    return files, list(dict.fromkeys(problems))  # a directory that two patterns meet, named once
 
 
 def download(url):
