@@ -64,6 +64,9 @@ def parse_args():
     parser.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard (100,000,000)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="tokenizer processes (all cores)")
     parser.add_argument("--overwrite", action="store_true", help="remove an earlier preparation in --out first")
+    parser.add_argument("--skip-invalid", action="store_true",
+                        help="leave out the files and records that cannot be read as text, listing them at the end "
+                        "(default: the first pass over the inputs stops the run, naming every one)")
     args = parser.parse_args()
     if args.val_docs is not None and args.val_fraction is not None:
         raise PrepError("--val-fraction and --val-docs both place the validation split: pass one of them")
@@ -88,13 +91,12 @@ def open_corpus(args):
         corpus = HubCorpus(args.hf_dataset, args.hf_name, args.hf_split, args.text_field)
         return corpus, f"the Hugging Face dataset {corpus.description}"
     files, problems = expand_inputs(args.text, args.format) if args.text else ([download(TINYSHAKESPEARE_URL)], [])
-    if problems:
-        raise PrepError(f"cannot read every input:\n  " + "\n  ".join(problems))
     print(f"counting the records of {len(files)} input file(s)")
-    corpus = LocalCorpus(files, args.text_field)
+    corpus = LocalCorpus(files, args.text_field, problems, args.skip_invalid)
     description = files[0].path if len(files) == 1 else f"the {len(files)} input files"
     if corpus.total == 0:
-        raise PrepError(f"{description}: no records (empty)")
+        raise PrepError(f"{description}: no records (empty" + (f"; left out: {corpus.summary()})" if corpus.skipped
+                                                                 else ")"))
     return corpus, description
 
 
@@ -133,6 +135,9 @@ def main():
     for split, files in meta["files"].items():
         print(f"{split}: {meta['tokens'][split]:,} tokens in {len(files)} file(s): {file_range(files)}")
     print(f"wrote {sum(len(f) for f in meta['files'].values())} shard(s) and meta.json to {args.out}")
+    if meta["skipped"]:
+        print(f"left out, as what cannot be read as text (--skip-invalid): {corpus.summary()}:\n  "
+              + "\n  ".join(meta["skipped"]))
 
 
 class Terminated(BaseException):

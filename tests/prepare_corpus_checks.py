@@ -369,13 +369,12 @@ def check_walks(tmp):
     os.symlink(outside, os.path.join(code, "linked"))
     os.symlink("..", os.path.join(code, "sub", "up"))  # back to code/: walked once
     read = ["a.py", "linked/d.py", "notes", "sub/b.py"]
-    expected = uint16_bytes(sources.get(name) or open(os.path.join(code, name)).read() for name in read)
+    expected = list("".join(open(os.path.join(code, name)).read() for name in read).encode())
     args = ["--format", "txt", "--tokenizer", "byte", "--val-fraction", 0]
     for label, inputs in (("a directory", [code]), ("a ** pattern", [os.path.join(code, "**", "*")])):
         out = os.path.join(tmp, "walked")
         rc, log = run(["--text"] + inputs + args + ["--out", out])
-        ok = rc == 0 and read_shards(out, f"--format txt, {label}")[0]["train"] == list(struct.unpack(
-            f"<{len(expected) // 2}H", expected))
+        ok = rc == 0 and read_shards(out, f"--format txt, {label}")[0]["train"] == expected
         check(ok, f"--format txt, {label}: every file ({', '.join(read)}) read once, in path order, a symbolic link to "
               "a directory followed, one back up not walked again, hidden names left out"
               + ("" if rc == 0 else f": {log[-400:]}"))
@@ -394,7 +393,50 @@ def check_walks(tmp):
         problems.append(locked)
     expect_error(tmp, "a directory walk that meets what it cannot enter", ["--text", code] + args,
                  problems + ["cannot read the directory" if locked in problems else "does not exist", "loops"])
+    out = os.path.join(tmp, "walked")
+    rc, log = run(["--text", code, "--skip-invalid"] + args + ["--out", out])
+    left_out = log[log.find("left out"):]
+    check(rc == 0 and all(problem in left_out for problem in problems) and
+          read_shards(out, "--skip-invalid walk")[0]["train"] == expected,
+          "--skip-invalid: the walk goes on past what it cannot enter, and the run lists each at the end"
+          + ("" if rc == 0 else f": {log[-400:]}"))
     os.chmod(locked, 0o755)
+
+
+def check_invalid(tmp):
+    """A corpus with a file of each format that cannot be read as text in part or whole: without --skip-invalid the
+    first pass names every one and nothing is written; with it the rest is prepared, and each is listed at the end and
+    in meta.json."""
+    import pyarrow
+    import pyarrow.parquet
+
+    mixed = os.path.join(tmp, "mixed")
+    os.makedirs(mixed)
+    p = lambda name: os.path.join(mixed, name)  # noqa: E731
+    open(p("1_good.txt"), "w").write("a first document\n\na second\n")
+    open(p("2_garbage.parquet"), "wb").write(b"not a parquet file")
+    open(p("3_latin1.txt"), "wb").write("kept\n\ncaf\u00e9 left out\n\nkept too\n".encode("latin-1"))
+    open(p("4_lines.jsonl"), "w").write('{"text": "line one"}\n{"text": "two\n{"text": "line three"}\n{"text": null}\n')
+    pyarrow.parquet.write_table(pyarrow.table({"text": ["row zero", None, "row two"]}), p("5_rows.parquet"))
+    kept = ["a first document\n\n", "a second\n", "kept\n\n", "kept too\n", "line one", "line three", "row zero",
+            "row two"]
+    problems = [p("2_garbage.parquet") + ": not a readable Parquet file",
+                p("3_latin1.txt") + ": not UTF-8 text at byte 9",  # its second section
+                p("4_lines.jsonl") + " line 2: not JSON", "(and 1 more line like it)", p("5_rows.parquet") + " row 1"]
+    args = ["--text", mixed, "--tokenizer", "byte", "--val-fraction", 0]
+    expect_error(tmp, "inputs that cannot be read as text, in part or whole", args,
+                 problems + ["1 input whole, 4 records of 3 files", "--skip-invalid"])
+    out = os.path.join(tmp, "skipped")
+    rc, log = run(args + ["--skip-invalid", "--out", out])
+    ok = rc == 0
+    if ok:
+        tokens, meta = read_shards(out, "--skip-invalid")
+        left_out = log[log.find("left out"):]
+        ok = tokens["train"] == list("".join(kept).encode()) and meta["documents"]["train"] == len(kept) and \
+            all(problem in left_out for problem in problems) and len(meta["skipped"]) == 4 and \
+            "1 input whole, 4 records of 3 files" in left_out
+    check(ok, "--skip-invalid: the rest of the corpus is prepared, and each file that is left out in part or whole is "
+          "listed at the end and in meta.json" + ("" if rc == 0 else f": {log[-500:]}"))
 
 
 def expect_error(tmp, description, args, expected, absent=()):
@@ -493,6 +535,7 @@ def main():
         check_other_inputs(tmp, text_records(shakespeare[:20000].encode()))
         check_errors(tmp)
         check_walks(tmp)
+        check_invalid(tmp)
     return 1 if checks.failures else 0
 
 

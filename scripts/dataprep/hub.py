@@ -13,6 +13,7 @@ class HubCorpus:
                             "(pip install datasets)")
         self.description = f"{dataset}" + (f" ({name})" if name else "") + f", split {split}"
         self.dataset, self.name, self.split, self.field = dataset, name, split, field
+        self.skipped = []  # --skip-invalid is for local files: a row without a text stops the run
         try:
             self.stream = datasets.load_dataset(dataset, name, split=split, streaming=True)
         except Exception as e:  # the library raises many kinds (not found, offline, bad config, bad split)

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 import zlib
 
-from dataprep import walk
+from dataprep import readers, walk
 from dataprep.errors import PrepError
 from dataprep.readers import FORMATS
 
@@ -114,15 +114,39 @@ def read_errors(source):
 
 
 class LocalCorpus:
-    """The records of the files, numbered from 0 across them, each file's from the sum of the counts before it."""
+    """The records of the files, numbered from 0 across them, each file's from the sum of the counts before it. A first
+    pass counts each file's records and finds what cannot be read as text; that and the problems met finding the files
+    stop the run, every one named, unless skip_invalid: then a file that cannot be read has no records, an invalid
+    record gives no document, and each is listed in skipped."""
 
-    def __init__(self, files, field):
-        self.files, self.field = files, field
-        self.counts = []
+    def __init__(self, files, field, problems, skip_invalid):
+        self.files, self.field, self.skip_invalid = files, field, skip_invalid
+        self.skipped, self.counts = list(problems), []  # skipped: a line naming each input left out in whole or part
+        self.whole, self.invalid, self.partly = len(problems), 0, 0  # inputs left out whole; invalid records, files
         for source in files:
-            with read_errors(source):
-                self.counts.append(FORMATS[source.format].count(source, field))
+            try:
+                with read_errors(source):
+                    count, invalid, first = readers.scan(source, field)
+            except PrepError as e:
+                count, invalid, first = 0, 0, str(e)
+                self.whole += 1
+            self.counts.append(count)
+            if invalid:
+                unit = FORMATS[source.format].unit + "s" * (invalid > 2)
+                first += f" (and {invalid - 1} more {unit} like it)" if invalid > 1 else ""
+                self.invalid, self.partly = self.invalid + invalid, self.partly + 1
+            if first:
+                self.skipped.append(first)
         self.total = sum(self.counts)
+        if self.skipped and not skip_invalid:
+            raise PrepError(f"the first pass over the inputs found what cannot be read as text ({self.summary()}):\n  "
+                            + "\n  ".join(self.skipped) + "\npass --skip-invalid to prepare the rest without them")
+
+    def summary(self):
+        """How much is left out: "2 inputs whole, 5 records of 1 file"."""
+        return ", ".join([f"{self.whole} input{'s' * (self.whole != 1)} whole"] * bool(self.whole) +
+                         [f"{self.invalid} record{'s' * (self.invalid != 1)} of {self.partly} "
+                          f"file{'s' * (self.partly != 1)}"] * bool(self.invalid))
 
     def names(self):
         return [source.path for source in self.files]
@@ -134,11 +158,11 @@ class LocalCorpus:
         return f"the inputs hold no text: {', '.join(self.names())}"
 
     def records(self, start):
-        """(record number, text) of every record from start on with a nonempty text."""
+        """(record number, text) of every record from start on whose text makes a document."""
         offset = 0
         for source, count in zip(self.files, self.counts):
-            if start < offset + count:
+            if count and start < offset + count:  # (a file left out whole counts no records)
                 with read_errors(source):
-                    for index, text in FORMATS[source.format].read(source, self.field, max(0, start - offset)):
+                    for index, text in readers.documents(source, self.field, max(0, start - offset), self.skip_invalid):
                         yield offset + index, text
             offset += count

@@ -77,6 +77,7 @@ def prepare(out, corpus, tokenizer, ranges, settings, record, shard_tokens, work
             "val_fraction": settings["val_fraction"],
             "val_docs": settings["val_docs"],
             "shard_tokens": shard_tokens,
+            "skipped": corpus.skipped,
             "documents": {split: s["documents"] for split, s in splits.items()},
             "tokens": {split: s["tokens"] for split, s in splits.items()},
             "files": {split: s["files"] for split, s in splits.items()},

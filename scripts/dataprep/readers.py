@@ -1,9 +1,10 @@
 """readers.py: the record formats of input files. A record is one document: a section of a text file up to and
 including a blank line (the sections concatenate to the text, as the single-file split always did), one line of a JSONL
-file (the string in its text field), one row of a Parquet file (its text column). Each format counts a file's records
-cheaply and reads them from a given record on, streamed: memory holds one section, one line or one batch of rows.
-Records whose text is empty or only whitespace (a blank JSONL line, "", a run of blank lines) give no document. Every
-error names the file and the record."""
+file (the string in its text field), one row of a Parquet file (its text column). Each format reads a file's records
+from a given record on, streamed: memory holds one section, one line or one batch of rows; a record that cannot be read
+as text (not UTF-8, not JSON, no string in the field) comes as Invalid, the file's first pass (scan) counts both, and
+a file that cannot be read at all raises PrepError. Records whose text is empty or only whitespace (a blank JSONL line,
+"", a run of blank lines) give no document. Every message names the file and the record."""
 import json
 import re
 
@@ -12,6 +13,13 @@ from dataprep.errors import PrepError
 CHUNK_BYTES = 1 << 20
 PARQUET_BATCH_ROWS = 1024
 UNPAIRED_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class Invalid:
+    """A record that cannot be read as text; message names the file, the record and the problem."""
+
+    def __init__(self, message):
+        self.message = message
 
 
 def is_document(text):
@@ -47,43 +55,31 @@ def text_sections(stream):
 
 
 class TextFormat:
-    name = "txt"
+    name, unit = "txt", "section"
 
     @staticmethod
-    def count(source, field):
-        with source.open() as stream:
-            return sum(1 for _ in text_sections(stream))
-
-    @staticmethod
-    def read(source, field, start):
+    def records(source, field, start):
         with source.open() as stream:
             for index, (offset, section) in enumerate(text_sections(stream)):
-                if index < start:
-                    continue
-                try:
-                    text = section.decode("utf-8")
-                except UnicodeDecodeError as e:
-                    raise PrepError(f"{source.path}: not UTF-8 text at byte {offset + e.start} ({e.reason})")
-                if is_document(text):
-                    yield index, text
+                if index >= start:
+                    try:
+                        yield index, section.decode("utf-8")
+                    except UnicodeDecodeError as e:
+                        yield index, Invalid(f"{source.path}: not UTF-8 text at byte {offset + e.start} ({e.reason})")
 
 
 class JsonlFormat:
-    name = "jsonl"
+    name, unit = "jsonl", "line"
 
     @staticmethod
-    def count(source, field):
-        with source.open() as stream:
-            return sum(1 for _ in stream)
-
-    @staticmethod
-    def read(source, field, start):
+    def records(source, field, start):
         with source.open() as stream:
             for index, line in enumerate(stream):
                 if index >= start:
-                    text = JsonlFormat.text_of(line, f"{source.path} line {index + 1}", field)
-                    if is_document(text):
-                        yield index, text
+                    try:
+                        yield index, JsonlFormat.text_of(line, f"{source.path} line {index + 1}", field)
+                    except PrepError as e:
+                        yield index, Invalid(str(e))
 
     @staticmethod
     def text_of(raw, where, field):
@@ -96,7 +92,7 @@ class JsonlFormat:
         try:
             record = json.loads(line)
         except json.JSONDecodeError as e:
-            raise PrepError(f"{where}: not JSON ({e.msg} at column {e.colno})")
+            raise PrepError(f"{where}: not JSON ({e.msg.removesuffix(' at')} at column {e.colno})")
         if not isinstance(record, dict):
             raise PrepError(f"{where}: the line is {json_kind(record)}, not an object with a {field!r} field")
         if field not in record:
@@ -113,7 +109,7 @@ class JsonlFormat:
 
 
 class ParquetFormat:
-    name = "parquet"
+    name, unit = "parquet", "row"
 
     @staticmethod
     def open_file(source, field):
@@ -137,11 +133,7 @@ class ParquetFormat:
         return parquet
 
     @staticmethod
-    def count(source, field):
-        return ParquetFormat.open_file(source, field).metadata.num_rows
-
-    @staticmethod
-    def read(source, field, start):
+    def records(source, field, start):
         import pyarrow
 
         parquet = ParquetFormat.open_file(source, field)
@@ -154,13 +146,32 @@ class ParquetFormat:
             for batch in batches:
                 for text in batch.column(0).to_pylist():
                     if index >= start:
-                        if text is None:
-                            raise PrepError(f"{source.path} row {index}: the {field!r} column is null")
-                        if is_document(text):
-                            yield index, text
+                        yield index, Invalid(f"{source.path} row {index}: the {field!r} column is null") \
+                            if text is None else text
                     index += 1
         except (pyarrow.ArrowException, UnicodeDecodeError) as e:
             raise PrepError(f"{source.path}: cannot read row {index} on ({e})")
 
 
 FORMATS = {f.name: f for f in (TextFormat, JsonlFormat, ParquetFormat)}
+
+
+def scan(source, field):
+    """The first pass over a file: (its records, how many of them are invalid, the first invalid one's message)."""
+    records, invalid, first = 0, 0, None
+    for _, record in FORMATS[source.format].records(source, field, 0):
+        records += 1
+        if isinstance(record, Invalid):
+            invalid, first = invalid + 1, first or record.message
+    return records, invalid, first
+
+
+def documents(source, field, start, skip_invalid):
+    """(record number, text) of each record from start on whose text makes a document; an invalid record stops the
+    run, or with skip_invalid gives no document."""
+    for index, record in FORMATS[source.format].records(source, field, start):
+        if isinstance(record, Invalid):
+            if not skip_invalid:
+                raise PrepError(record.message)
+        elif is_document(record):
+            yield index, record
