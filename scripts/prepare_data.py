@@ -54,6 +54,10 @@ def parse_args():
                         help="files, directories or glob patterns (repeatable); default: download TinyShakespeare")
     parser.add_argument("--format", choices=sorted(FORMATS), help="the format of every input (default: by extension)")
     parser.add_argument("--text-field", default="text", help="the JSONL field / Parquet column of the text (text)")
+    parser.add_argument("--doc-per-file", action="store_true",
+                        help="a text file is one document, its whole content (default: documents end at blank lines)")
+    parser.add_argument("--eos", action="store_true",
+                        help="end every document with the end-of-text token (Llama 3: 128001 <|end_of_text|>)")
     parser.add_argument("--hf-dataset", metavar="NAME", help="a Hugging Face dataset, streamed (needs datasets)")
     parser.add_argument("--hf-name", help="the dataset's configuration (e.g. sample-10BT)")
     parser.add_argument("--hf-split", default="train", help="the dataset's split (train)")
@@ -92,7 +96,7 @@ def open_corpus(args):
         return corpus, f"the Hugging Face dataset {corpus.description}"
     files, problems = expand_inputs(args.text, args.format) if args.text else ([download(TINYSHAKESPEARE_URL)], [])
     print(f"counting the records of {len(files)} input file(s)")
-    corpus = LocalCorpus(files, args.text_field, problems, args.skip_invalid)
+    corpus = LocalCorpus(files, args.text_field, args.doc_per_file, problems, args.skip_invalid)
     description = files[0].path if len(files) == 1 else f"the {len(files)} input files"
     if corpus.total == 0:
         raise PrepError(f"{description}: no records (empty" + (f"; left out: {corpus.summary()})" if corpus.skipped
@@ -106,12 +110,14 @@ def file_range(files):
 
 def main():
     args = parse_args()
-    tokenizer = Tokenizer(args.tokenizer)
+    tokenizer = Tokenizer(args.tokenizer, args.eos)
     corpus, description = open_corpus(args)
     ranges = split_ranges(corpus.total, args.val_fraction, args.val_docs, description)
     settings = {
         "inputs": corpus.identity(),
         "text_field": args.text_field,
+        "doc_per_file": args.doc_per_file,
+        "eos": args.eos,
         **tokenizer.identity(),
         "shard_tokens": args.shard_tokens,
         "val_fraction": args.val_fraction,

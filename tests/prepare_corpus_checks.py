@@ -27,6 +27,7 @@ from dataprep import readers  # noqa: E402
 from dataprep.tokenizer import LLAMA3_PATTERN  # noqa: E402 (the pattern is Llama 3's definition, not our code)
 
 BOS = 128000
+EOS = 128001
 SHARD_TOKENS = 3001
 LARGE_SHARD_TOKENS = 20011
 
@@ -353,6 +354,41 @@ def check_other_inputs(tmp, paragraphs):
           "first 10 records are val" + ("" if rc == 0 else f": {log[-600:]}"))
 
 
+def write_code(tmp, files):
+    """A directory of files .py files (some with blank lines, one empty, one of only blank lines) and a latin-1 one;
+    returns its path and {path: text} of the UTF-8 ones, in path order."""
+    code = os.path.join(tmp, "pysrc")
+    os.makedirs(os.path.join(code, "pkg"))
+    sources = {}
+    for i in range(files):
+        name = os.path.join(code, "pkg" if i % 3 else "", f"m{i:03d}.py")
+        sources[name] = "" if i == 7 else "\n\n\n" if i == 8 else \
+            f'"""Module {i}: naïve."""\nimport os\n\n\ndef f{i}(x):\n    return x * {i}\n' + "\n\n# end\n" * (i % 4)
+        open(name, "w").write(sources[name])
+    open(os.path.join(code, "pkg", "latin1.py"), "wb").write("# caf\u00e9\nx = 1\n".encode("latin-1"))
+    return code, dict(sorted(sources.items()))
+
+
+def check_code(tmp, tokenizer, encode):
+    """--format txt --doc-per-file --eos on a directory of .py files: each file is one document, BOS, its whole
+    content, EOS; --eos with the byte vocabulary is refused."""
+    code, sources = write_code(tmp, 40)
+    out = os.path.join(tmp, "pysrc_whole")
+    rc, log = run(["--text", code, "--format", "txt", "--doc-per-file", "--eos", "--skip-invalid", "--tokenizer",
+                   tokenizer, "--val-fraction", 0, "--out", out])
+    ok = rc == 0
+    if ok:
+        tokens, meta = read_shards(out, "--doc-per-file --eos")
+        documents = [text for text in sources.values() if text.strip()]
+        expected = [t for text in documents for t in encode(text) + [EOS]]
+        ok = tokens["train"] == expected and meta["documents"]["train"] == len(documents) and meta["eos_id"] == EOS
+    check(ok, f"--format txt --doc-per-file --eos on a directory of .py files: each of the {len(sources) - 2} "
+          f"nonblank files is one document, BOS, its whole content, EOS {EOS}; meta.json says eos_id"
+          + ("" if rc == 0 else f": {log[-400:]}"))
+    expect_error(tmp, "--eos with the byte vocabulary", ["--text", code, "--format", "txt", "--eos"],
+                 ["--eos", "byte vocabulary"])
+
+
 def check_walks(tmp):
     """--format txt takes a directory's files whatever their names end with; symbolic links to directories are followed,
     each directory once; what cannot be entered (a dangling link, a link that loops, a directory without permission)
@@ -536,6 +572,7 @@ def main():
         check_errors(tmp)
         check_walks(tmp)
         check_invalid(tmp)
+        check_code(tmp, tokenizer, llama3_encoder(tokenizer))
     return 1 if checks.failures else 0
 
 

@@ -12,7 +12,6 @@ import zlib
 
 from dataprep import readers, walk
 from dataprep.errors import PrepError
-from dataprep.readers import FORMATS
 
 EXTENSIONS = [  # (name ending, format, gzip-compressed)
     (".txt", "txt", False),
@@ -117,22 +116,22 @@ class LocalCorpus:
     """The records of the files, numbered from 0 across them, each file's from the sum of the counts before it. A first
     pass counts each file's records and finds what cannot be read as text; that and the problems met finding the files
     stop the run, every one named, unless skip_invalid: then a file that cannot be read has no records, an invalid
-    record gives no document, and each is listed in skipped."""
+    record gives no document, and each is listed in skipped. doc_per_file: a text file is one record."""
 
-    def __init__(self, files, field, problems, skip_invalid):
-        self.files, self.field, self.skip_invalid = files, field, skip_invalid
+    def __init__(self, files, field, doc_per_file, problems, skip_invalid):
+        self.files, self.field, self.doc_per_file, self.skip_invalid = files, field, doc_per_file, skip_invalid
         self.skipped, self.counts = list(problems), []  # skipped: a line naming each input left out in whole or part
-        self.whole, self.invalid, self.partly = len(problems), 0, 0  # inputs left out whole; invalid records, files
+        self.left_out, self.invalid, self.partly = len(problems), 0, 0  # inputs left out whole; invalid records, files
         for source in files:
             try:
                 with read_errors(source):
-                    count, invalid, first = readers.scan(source, field)
+                    count, invalid, first = readers.scan(source, field, doc_per_file)
             except PrepError as e:
                 count, invalid, first = 0, 0, str(e)
-                self.whole += 1
+                self.left_out += 1
             self.counts.append(count)
             if invalid:
-                unit = FORMATS[source.format].unit + "s" * (invalid > 2)
+                unit = readers.reader(source, doc_per_file).unit + "s" * (invalid > 2)
                 first += f" (and {invalid - 1} more {unit} like it)" if invalid > 1 else ""
                 self.invalid, self.partly = self.invalid + invalid, self.partly + 1
             if first:
@@ -144,7 +143,7 @@ class LocalCorpus:
 
     def summary(self):
         """How much is left out: "2 inputs whole, 5 records of 1 file"."""
-        return ", ".join([f"{self.whole} input{'s' * (self.whole != 1)} whole"] * bool(self.whole) +
+        return ", ".join([f"{self.left_out} input{'s' * (self.left_out != 1)} whole"] * bool(self.left_out) +
                          [f"{self.invalid} record{'s' * (self.invalid != 1)} of {self.partly} "
                           f"file{'s' * (self.partly != 1)}"] * bool(self.invalid))
 
@@ -163,6 +162,8 @@ class LocalCorpus:
         for source, count in zip(self.files, self.counts):
             if count and start < offset + count:  # (a file left out whole counts no records)
                 with read_errors(source):
-                    for index, text in readers.documents(source, self.field, max(0, start - offset), self.skip_invalid):
+                    first = max(0, start - offset)
+                    for index, text in readers.documents(source, self.field, self.doc_per_file, first,
+                                                         self.skip_invalid):
                         yield offset + index, text
             offset += count

@@ -14,7 +14,8 @@ def tokenize_in_order(tokenizer, batches, workers):
             yield tag, tokenizer.encode_documents(texts)
         return
     # spawn, not fork: the parent may hold pyarrow's threads, which a forked child would inherit mid-state
-    with multiprocessing.get_context("spawn").Pool(workers, init_worker, (tokenizer.spec,)) as pool:
+    arguments = (tokenizer.spec, tokenizer.eos is not None)
+    with multiprocessing.get_context("spawn").Pool(workers, init_worker, arguments) as pool:
         in_flight = collections.deque()
         for tag, texts in batches:
             in_flight.append((tag, pool.apply_async(encode_in_worker, (texts,))))

@@ -72,6 +72,8 @@ def prepare(out, corpus, tokenizer, ranges, settings, record, shard_tokens, work
             "tokenizer": settings["tokenizer"],
             "vocab_size": tokenizer.vocab_size,
             "bos_id": tokenizer.bos,
+            "eos_id": tokenizer.eos,
+            "doc_per_file": settings["doc_per_file"],
             "token_dtype": tokenizer.dtype,
             "magic": MAGIC[tokenizer.dtype],
             "val_fraction": settings["val_fraction"],

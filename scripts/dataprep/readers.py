@@ -1,6 +1,7 @@
 """readers.py: the record formats of input files. A record is one document: a section of a text file up to and
 including a blank line (the sections concatenate to the text, as the single-file split always did), one line of a JSONL
-file (the string in its text field), one row of a Parquet file (its text column). Each format reads a file's records
+file (the string in its text field), one row of a Parquet file (its text column); with --doc-per-file, a text file's
+whole content. Each format reads a file's records
 from a given record on, streamed: memory holds one section, one line or one batch of rows; a record that cannot be read
 as text (not UTF-8, not JSON, no string in the field) comes as Invalid, the file's first pass (scan) counts both, and
 a file that cannot be read at all raises PrepError. Records whose text is empty or only whitespace (a blank JSONL line,
@@ -54,6 +55,14 @@ def text_sections(stream):
         yield offset, bytes(pending)
 
 
+def decoded(source, data, offset=0):
+    """data (bytes of source from offset) as text, or Invalid."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return Invalid(f"{source.path}: not UTF-8 text at byte {offset + e.start} ({e.reason})")
+
+
 class TextFormat:
     name, unit = "txt", "section"
 
@@ -62,10 +71,18 @@ class TextFormat:
         with source.open() as stream:
             for index, (offset, section) in enumerate(text_sections(stream)):
                 if index >= start:
-                    try:
-                        yield index, section.decode("utf-8")
-                    except UnicodeDecodeError as e:
-                        yield index, Invalid(f"{source.path}: not UTF-8 text at byte {offset + e.start} ({e.reason})")
+                    yield index, decoded(source, section, offset)
+
+
+class WholeTextFormat:
+    """A text file as one record (--doc-per-file): its whole content, held in memory."""
+    name, unit = "txt", "file"
+
+    @staticmethod
+    def records(source, field, start):
+        if start == 0:
+            with source.open() as stream:
+                yield 0, decoded(source, stream.read())
 
 
 class JsonlFormat:
@@ -156,20 +173,25 @@ class ParquetFormat:
 FORMATS = {f.name: f for f in (TextFormat, JsonlFormat, ParquetFormat)}
 
 
-def scan(source, field):
+def reader(source, whole):
+    """The format that reads source: its own, or with whole (--doc-per-file) a text file as one record."""
+    return WholeTextFormat if whole and source.format == "txt" else FORMATS[source.format]
+
+
+def scan(source, field, whole):
     """The first pass over a file: (its records, how many of them are invalid, the first invalid one's message)."""
     records, invalid, first = 0, 0, None
-    for _, record in FORMATS[source.format].records(source, field, 0):
+    for _, record in reader(source, whole).records(source, field, 0):
         records += 1
         if isinstance(record, Invalid):
             invalid, first = invalid + 1, first or record.message
     return records, invalid, first
 
 
-def documents(source, field, start, skip_invalid):
+def documents(source, field, whole, start, skip_invalid):
     """(record number, text) of each record from start on whose text makes a document; an invalid record stops the
     run, or with skip_invalid gives no document."""
-    for index, record in FORMATS[source.format].records(source, field, start):
+    for index, record in reader(source, whole).records(source, field, start):
         if isinstance(record, Invalid):
             if not skip_invalid:
                 raise PrepError(record.message)
