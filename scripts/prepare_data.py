@@ -9,25 +9,28 @@
 
 Inputs: --text (repeatable, several values each) names files, directories (their files with a known name ending, or
 every file with --format, recursively, sorted by path) and glob patterns (** for any depth), read in that order;
-symbolic links are followed, and a directory or link that cannot be entered stops the run, naming it. Without --text
-or --hf-dataset, TinyShakespeare is downloaded. Formats by name ending or --format: plain text (.txt: documents end at
-blank lines, each keeping its blank line), JSON lines (.jsonl: one object per line, its --text-field string is a document), Parquet (.parquet: the
+symbolic links are followed. Without --text or --hf-dataset, TinyShakespeare is downloaded. Formats by name ending or
+--format: plain text (.txt: documents end at blank lines, each keeping its blank line; with --doc-per-file a file is one
+document), JSON lines (.jsonl: one object per line, its --text-field string is a document), Parquet (.parquet: the
 --text-field column); .txt.gz and .jsonl.gz are read through gzip. --hf-dataset streams a Hugging Face dataset through
-the datasets library. Everything is streamed: memory does not grow with the corpus.
+the datasets library. Everything is streamed: memory does not grow with the corpus. A first pass counts the records and
+finds what cannot be read as text, or entered: it stops the run naming every one, or with --skip-invalid is left out
+and listed at the end.
 
-Validation: the last --val-fraction of the records (documents), as the single-text preparation always did (a fast
-first pass counts them), or the first --val-docs records. Byte vocabulary: the tokens are the UTF-8 bytes, in uint16
-shards, with no BOS. Llama 3 (a tiktoken-format tokenizer.model): every document starts with BOS <|begin_of_text|> =
-128000, in uint32 shards. The documents are tokenized in order on --workers processes, so the shards do not depend on
-the worker count. Shards are OUT/train_000000.bin, OUT/val_000000.bin, ... of --shard-tokens tokens (the last of a
-split shorter): a header of 256 int32 (magic, version 1, token count) then the tokens, little-endian; each is written
-under a temporary name and renamed when complete.
+Validation (--val-split tail): the last --val-fraction of the records (documents), as the single-text preparation
+always did, or the first --val-docs records; --val-split random draws as many at random (--seed). Byte vocabulary: the
+tokens are the UTF-8 bytes, in uint16 shards, with no BOS. Llama 3 (a tiktoken-format tokenizer.model): every document
+starts with BOS <|begin_of_text|> = 128000 (and with --eos ends with <|end_of_text|> = 128001), in uint32 shards. The
+documents are tokenized in order on --workers processes, so the shards do not depend on the worker count. Shards are
+OUT/train_000000.bin, OUT/val_000000.bin, ... of --shard-tokens tokens (the last of a split shorter): a header of 256
+int32 (magic, version 1, token count) then the tokens, little-endian; each is written under a temporary name and
+renamed when complete.
 
-Reruns: OUT/progress.json records the settings and how far the complete shards go; a rerun of the same command resumes
-there (an interrupted or failed run loses at most its partial shard, which it removes), and one after a complete run
-has nothing to do. A rerun with other inputs or settings stops unless --overwrite, which removes the earlier shards and
-starts again, or unless the earlier run completed no shard. One run at a time per --out: a lock file in it (flock)
-refuses a second, naming the first's PID.
+Reruns: OUT/progress.json records the settings and how far each split's complete shards go; a rerun of the same
+command resumes there (an interrupted or failed run loses at most its partial shards, which it removes), and one after
+a complete run has nothing to do. A rerun with other inputs or settings stops unless --overwrite, which removes the
+earlier shards and starts again, or unless the earlier run completed no shard. One run at a time per --out: a lock file
+in it (flock) refuses a second, naming the first's PID.
 """
 import argparse
 import os
@@ -42,7 +45,7 @@ from dataprep.prepare import prepare
 from dataprep.readers import FORMATS
 from dataprep.resume import open_out_dir
 from dataprep.shards import MAX_SHARD_TOKENS
-from dataprep.splits import split_ranges
+from dataprep.splits import Splits
 from dataprep.tokenizer import Tokenizer
 
 TINYSHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
@@ -52,7 +55,8 @@ def parse_args():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--text", nargs="+", action="extend", metavar="INPUT",
                         help="files, directories or glob patterns (repeatable); default: download TinyShakespeare")
-    parser.add_argument("--format", choices=sorted(FORMATS), help="the format of every input (default: by extension)")
+    parser.add_argument("--format", choices=sorted(FORMATS),
+                        help="the format of every input, whatever its name (default: by name ending)")
     parser.add_argument("--text-field", default="text", help="the JSONL field / Parquet column of the text (text)")
     parser.add_argument("--doc-per-file", action="store_true",
                         help="a text file is one document, its whole content (default: documents end at blank lines)")
@@ -63,8 +67,12 @@ def parse_args():
     parser.add_argument("--hf-split", default="train", help="the dataset's split (train)")
     parser.add_argument("--tokenizer", default="byte", help="'byte' or the path of a Llama 3 tiktoken tokenizer.model")
     parser.add_argument("--out", required=True, help="the output directory")
-    parser.add_argument("--val-fraction", type=float, help="the last fraction of the records for validation (0.1)")
-    parser.add_argument("--val-docs", type=int, metavar="N", help="the first N records for validation instead")
+    parser.add_argument("--val-fraction", type=float, help="the fraction of the records for validation (0.1)")
+    parser.add_argument("--val-docs", type=int, metavar="N", help="N records for validation instead")
+    parser.add_argument("--val-split", choices=["tail", "random"], default="tail",
+                        help="tail: the last --val-fraction of the records, or the first --val-docs (the default); "
+                        "random: as many drawn at random with --seed")
+    parser.add_argument("--seed", type=int, help="the seed of --val-split random (0)")
     parser.add_argument("--shard-tokens", type=int, default=100_000_000, help="tokens per shard (100,000,000)")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="tokenizer processes (all cores)")
     parser.add_argument("--overwrite", action="store_true", help="remove an earlier preparation in --out first")
@@ -84,6 +92,10 @@ def parse_args():
         raise PrepError(f"--shard-tokens must be in [1, {MAX_SHARD_TOKENS}], got {args.shard_tokens}")
     if args.workers < 1:
         raise PrepError(f"--workers must be at least 1, got {args.workers}")
+    if args.seed is not None and args.val_split != "random":
+        raise PrepError("--seed draws the validation records of --val-split random: pass that too, or no --seed")
+    if args.val_split == "random" and args.seed is None:
+        args.seed = 0
     if args.hf_dataset and args.text:
         raise PrepError("--text and --hf-dataset both name the corpus: pass one of them")
     return args
@@ -112,7 +124,7 @@ def main():
     args = parse_args()
     tokenizer = Tokenizer(args.tokenizer, args.eos)
     corpus, description = open_corpus(args)
-    ranges = split_ranges(corpus.total, args.val_fraction, args.val_docs, description)
+    splits = Splits(corpus.total, args.val_fraction, args.val_docs, args.val_split, args.seed, description)
     settings = {
         "inputs": corpus.identity(),
         "text_field": args.text_field,
@@ -122,6 +134,8 @@ def main():
         "shard_tokens": args.shard_tokens,
         "val_fraction": args.val_fraction,
         "val_docs": args.val_docs,
+        "val_split": args.val_split,
+        "seed": args.seed,
     }
     with OutDirLock(args.out):
         state, record = open_out_dir(args.out, settings, args.overwrite)
@@ -131,9 +145,10 @@ def main():
             return
         if state == "resume":
             shards = sum(len(split["files"]) for split in record["splits"].values())
-            print(f"resuming the preparation in {args.out} at record {record['next_record']:,} after {shards} "
-                  "complete shard(s)")
-        meta = prepare(args.out, corpus, tokenizer, ranges, settings, record, args.shard_tokens, args.workers)
+            start = min([s["next_record"] for s in record["splits"].values() if not s["complete"]], default=None)
+            print(f"resuming the preparation in {args.out} at " + ("the end" if start is None else f"record {start:,}")
+                  + f" after {shards} complete shard(s)")
+        meta = prepare(args.out, corpus, tokenizer, splits, settings, record, args.shard_tokens, args.workers)
 
     documents = meta["documents"]
     print(f"{sum(documents.values()):,} documents ({documents['train']:,} train, {documents['val']:,} val) from "

@@ -136,6 +136,21 @@ def expected_tokens(records, encode, val_fraction=0.1):
     return streams, documents
 
 
+def split_documents(tokens):
+    """A Llama 3 token stream cut into its documents' tokens (each starts with BOS, which no text encodes to)."""
+    starts = [i for i, t in enumerate(tokens) if t == BOS] + [len(tokens)]
+    return [tuple(tokens[a:b]) for a, b in zip(starts, starts[1:])]
+
+
+def random_split(tokens, documents, encode):
+    """Checks that the splits' documents are the documents, each once, each split's in corpus order; returns the
+    indices of the validation documents (None if not so)."""
+    index = {tuple(encode(text)): i for i, text in enumerate(documents)}
+    found = {split: [index.get(d, -1) for d in split_documents(tokens[split])] for split in ("train", "val")}
+    ok = all(found[split] == sorted(found[split]) for split in found)
+    return found["val"] if ok and sorted(found["train"] + found["val"]) == list(range(len(documents))) else None
+
+
 def llama3_encoder(path):
     import tiktoken
     from tiktoken.load import load_tiktoken_bpe
@@ -234,16 +249,37 @@ def check_large(tmp, shakespeare, tokenizer):
     record = kill_after_shards(args + ["--workers", 1], resumed, 3)
     total = len(meta["files"]["train"])
     left = os.listdir(resumed) if os.path.isdir(resumed) else []
-    check(record is not None and 3 <= len(record["splits"]["train"]["files"]) < total and
-          record["skip_tokens"] > 0 and "meta.json" not in left,
-          f"resume: killed after {len(record['splits']['train']['files']) if record else 0} of {total} train shards, "
-          f"{record['skip_tokens'] if record else '?'} tokens into record {record['next_record'] if record else '?'} "
-          "(progress.json, no meta.json)")
+    train = record["splits"]["train"] if record else {"files": [], "skip_tokens": 0, "next_record": None}
+    check(3 <= len(train["files"]) < total and train["skip_tokens"] > 0 and "meta.json" not in left,
+          f"resume: killed after {len(train['files'])} of {total} train shards, {train['skip_tokens']} tokens into "
+          f"record {train['next_record']} (progress.json, no meta.json)")
     rc, log = run(args + ["--workers", 2, "--out", resumed])
     check(rc == 0 and "resuming" in log and files_of(resumed) == files_of(outs[1]),
           "resume: the rerun (2 workers) resumes and writes bytewise the straight run's shards and meta.json, and "
           "nothing else" + ("" if rc == 0 else f": {log[-600:]}"))
+    check_large_random(tmp, args, documents, tokenizer)
     return args, outs[1]
+
+
+def check_large_random(tmp, args, documents, tokenizer):
+    """--val-split random on the large corpus: the splits' documents; a run killed while both splits have shards in
+    progress resumes each where its complete shards end, to a straight run's bytes."""
+    args = args + ["--val-split", "random", "--seed", 11, "--val-fraction", 0.3]
+    straight, resumed = os.path.join(tmp, "large_random"), os.path.join(tmp, "resumed_random")
+    rc, log = run(args + ["--workers", 2, "--out", straight])
+    val = random_split(read_shards(straight, "large, random")[0], documents, llama3_encoder(tokenizer)) if rc == 0 \
+        else None
+    check(val is not None and len(val) == round(0.3 * len(documents)),
+          f"large, --val-split random: {len(val or [])} of {len(documents)} documents drawn for validation, the rest "
+          "for training, each once, in order" + ("" if rc == 0 else f": {log[-400:]}"))
+    record = kill_after_shards(args + ["--workers", 1], resumed, 12)
+    at = {split: (len(s["files"]), s["next_record"], s["skip_tokens"]) for split, s in (record or {"splits": {}})[
+        "splits"].items()}
+    rc, log = run(args + ["--workers", 2, "--out", resumed])
+    check(record is not None and at["val"][0] >= 1 and rc == 0 and "resuming" in log and
+          files_of(resumed) == files_of(straight),
+          f"large, --val-split random: killed with (shards, next record, tokens into it) {at}, the rerun resumes both "
+          "splits and writes bytewise a straight run's files" + ("" if rc == 0 else f": {log[-400:]}"))
 
 
 def check_one_run_per_out(tmp, args, straight):
@@ -387,6 +423,27 @@ def check_code(tmp, tokenizer, encode):
           + ("" if rc == 0 else f": {log[-400:]}"))
     expect_error(tmp, "--eos with the byte vocabulary", ["--text", code, "--format", "txt", "--eos"],
                  ["--eos", "byte vocabulary"])
+
+    args = ["--text", code, "--format", "txt", "--doc-per-file", "--eos", "--skip-invalid", "--tokenizer", tokenizer,
+            "--val-split", "random", "--val-fraction", 0.25]
+    chosen, outs = {}, {}
+    for seed, workers in ((5, 1), (5, 2), (6, 2)):
+        outs[seed, workers] = out = os.path.join(tmp, f"pysrc_random_{seed}_{workers}")
+        rc, log = run(args + ["--seed", seed, "--workers", workers, "--out", out])
+        if rc == 0:
+            tokens, meta = read_shards(out, f"--val-split random --seed {seed}")
+            chosen[seed, workers] = random_split(tokens, documents, lambda text: encode(text) + [EOS])
+        else:
+            chosen[seed, workers] = log[-400:]
+    val, tail = chosen[5, 1], list(range(len(documents)))[-len(chosen[5, 1] or []):]
+    check(isinstance(val, list) and 0 < len(val) <= round(0.25 * (len(sources) + 1)) and val != tail,
+          f"--val-split random --seed 5 --val-fraction 0.25: the splits hold every document once, each in corpus "
+          f"order; validation documents {val} of {len(documents)} (10 of the 41 records), not the last ones")
+    check(files_of(outs[5, 1]) == files_of(outs[5, 2]) and isinstance(chosen[6, 2], list) and chosen[6, 2] != val,
+          f"--val-split random: the same seed gives the same bytes (1 and 2 workers), another seed other documents "
+          f"({chosen[6, 2]})")
+    expect_error(tmp, "--seed without --val-split random", ["--text", code, "--format", "txt", "--seed", 1],
+                 ["--seed", "--val-split random"])
 
 
 def check_walks(tmp):
