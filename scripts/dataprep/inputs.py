@@ -130,9 +130,11 @@ class LocalCorpus:
                 count, invalid, first = 0, 0, str(e)
                 self.left_out += 1
             self.counts.append(count)
-            if invalid:
-                unit = readers.reader(source, doc_per_file).unit + "s" * (invalid > 2)
-                first += f" (and {invalid - 1} more {unit} like it)" if invalid > 1 else ""
+            unit = readers.reader(source, doc_per_file).unit
+            if invalid and unit == "file":  # the file's one record (--doc-per-file)
+                self.left_out += 1
+            elif invalid:
+                first += f" (and {invalid - 1} more {unit}{'s' * (invalid > 2)} like it)" if invalid > 1 else ""
                 self.invalid, self.partly = self.invalid + invalid, self.partly + 1
             if first:
                 self.skipped.append(first)
