@@ -4,6 +4,8 @@
     python scripts/prepare_data.py --tokenizer byte --out data/tinyshakespeare_byte
     python scripts/prepare_data.py --tokenizer path/to/tokenizer.model --text input.txt --out data/mytext_llama3
     python scripts/prepare_data.py --tokenizer tokenizer.model --text corpus/ 'more/*.parquet' --out data/corpus
+    python scripts/prepare_data.py --tokenizer tokenizer.model --text src/ --format txt --doc-per-file --eos \
+        --val-split random --skip-invalid --out data/code
     python scripts/prepare_data.py --tokenizer tokenizer.model --hf-dataset HuggingFaceFW/fineweb-edu \\
         --hf-name sample-10BT --val-docs 10000 --out data/fineweb
 

@@ -80,6 +80,9 @@ def open_out_dir(out, settings, overwrite):
             return "fresh", None
         if record.get("settings") != settings:
             raise settings_differ(os.path.join(out, PROGRESS), record, settings, "an unfinished preparation")
+        if listed is None:
+            raise PrepError(f"{os.path.join(out, PROGRESS)} does not list its splits' shards: pass --overwrite to "
+                            "prepare the directory again")
         missing = sorted(listed - set(written))
         if missing:
             raise PrepError(f"{os.path.join(out, PROGRESS)} lists the shard {missing[0]}, which is not in {out}: pass "
