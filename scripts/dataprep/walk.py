@@ -13,7 +13,7 @@ MAGIC = re.compile(r"[*?[]")
 
 
 def kind(path, problems):
-    """"dir", "file", or None after adding the reason to problems."""
+    """What path is: "dir", "file", or None (after adding why to problems)."""
     try:
         mode = os.stat(path).st_mode
     except OSError as e:
@@ -21,8 +21,10 @@ def kind(path, problems):
             problems.append(f"{path}: cannot read it ({e.strerror})")
         elif e.errno == errno.ELOOP:
             problems.append(f"{path}: a symbolic link that loops")
-        else:
+        elif e.errno == errno.ENOENT:
             problems.append(f"{path}: a symbolic link to {os.readlink(path)}, which does not exist")
+        else:
+            problems.append(f"{path}: a symbolic link to {os.readlink(path)}, which cannot be reached ({e.strerror})")
         return None
     if stat.S_ISDIR(mode):
         return "dir"
@@ -37,7 +39,7 @@ def tree(directory, problems, visited=None):
     if visited is None:
         visited = {os.stat(directory)[1:3]}  # (inode, device) of the directories walked
     try:
-        entries = sorted(entry.name for entry in os.scandir(directory))
+        entries = sorted(os.listdir(directory))
     except OSError as e:
         problems.append(f"{directory}: cannot read the directory ({e.strerror})")
         return
