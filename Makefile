@@ -1,5 +1,5 @@
 # Makefile: builds ./train (CPU backend always; the CUDA backend when nvcc is found and kernels/cuda exists),
-# the tests (make test), the fuzz harnesses (make fuzz, make fuzz-ci) and the default dataset (make data).
+# the tests (make test), the fuzz harnesses (make fuzz, make fuzz-ci) and the datasets (make data, make data-code).
 # SANITIZE=1 builds the trainer and the CPU tests with AddressSanitizer + UndefinedBehaviorSanitizer into build-san/
 # (CPU only), and make test runs the suite on those.
 
@@ -61,7 +61,7 @@ ifeq ($(USE_CUDA),1)
   GPU_TEST_BINS += $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/*.cu))
 endif
 
-.PHONY: all test test-gpu gpu-tests fuzz fuzz-ci fuzz-build fuzz-seeds data deps clean
+.PHONY: all test test-gpu gpu-tests fuzz fuzz-ci fuzz-build fuzz-seeds data data-code deps clean
 all: $(TRAIN_BIN)
 
 # The C compiler and its flags (with -DWITH_CUDA or not) as the C objects were built with: rewritten when they change,
@@ -174,6 +174,18 @@ data:
 	        --out data/tinyshakespeare_llama3 --overwrite \
 	        $(if $(wildcard $(SHARED)/tinyshakespeare.txt),--text $(SHARED)/tinyshakespeare.txt); \
 	else echo "no Llama 3 tokenizer file (set TOKENIZER=path/to/tokenizer.model): skipped the Llama 3 shards"; fi
+
+# The second built-in dataset, of code: the sources of Python's standard library on this machine (the .py files under
+# $(PYTHON)'s stdlib directory, its site-packages left out), each file one document of Llama 3 tokens (BOS, the file,
+# EOS), 10% of the files drawn at random for validation (seed 0), the files that are not UTF-8 left out and listed. On
+# this project's 2-core machine (Python 3.11.7: 1,790 files, 34 MB; 4 not UTF-8) it took 2.4-2.7 s and made 1,758
+# documents, 6,787,074 train tokens and 871,601 val: a 300-step 1B run at 4 x 2048 (2.46 M tokens) reads none twice.
+STDLIB = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["stdlib"])')
+CODE_OUT ?= data/pystdlib_llama3
+data-code:
+	$(PYTHON) scripts/prepare_data.py --tokenizer $(or $(TOKENIZER),$(SHARED)/llama3_tokenizer.model) \
+	    --out $(CODE_OUT) --overwrite --format txt --doc-per-file --eos --val-split random --skip-invalid \
+	    --text $$(find $(STDLIB) \( -name site-packages -o -name dist-packages \) -prune -o -name '*.py' -print | LC_ALL=C sort)
 
 clean:
 	rm -rf build build-san train

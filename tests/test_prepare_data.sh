@@ -2,7 +2,8 @@
 # test_prepare_data.sh: runs scripts/prepare_data.py on a few KB of TinyShakespeare (plus a line of non-ASCII text)
 # with the byte vocabulary and with the Llama 3 tokenizer, and checks the shards with Python (headers, token counts,
 # shard sizes, decoding back to the text), reruns (nothing to do; other settings refused; --overwrite), and the errors for
-# bad inputs; then tests/prepare_corpus_checks.py (many inputs and formats, workers, resume, bad corpora).
+# bad inputs; make data-code (the standard library's files, each a document); then tests/prepare_corpus_checks.py
+# (many inputs and formats, workers, resume, one run per directory, directory walks, bad corpora, random splits).
 # Prints one PASS or FAIL line per check.
 set -u
 cd "$(dirname "$0")/.."
@@ -159,5 +160,36 @@ expect_error "a missing tokenizer file" "$tmp/no_such.model" --text "$text" --to
     --out "$tmp/err4"
 [ ! -e "$tmp/err1" ] && [ ! -e "$tmp/err2" ] && echo "PASS bad inputs write nothing" ||
     echo "FAIL bad inputs write nothing: $(ls -d "$tmp"/err* 2>/dev/null)"
+
+# make data-code: the second built-in dataset (Python's standard library, a file per document, EOS, a random split),
+# into $tmp; it reads this machine's standard library and takes a few seconds. (BUILD: the record of the compiler
+# flags that reading the Makefile writes goes to $tmp, not over the build's.)
+if ${MAKE:-make} -s data-code CODE_OUT="$tmp/code" TOKENIZER="$tokenizer" PYTHON="$PYTHON" BUILD="$tmp/build" \
+    >"$tmp/code.log" 2>&1; then
+    "$PYTHON" - "$tmp/code" <<'EOF'
+import json, os, struct, sys
+out = sys.argv[1]
+meta = json.load(open(os.path.join(out, "meta.json")))
+counts, ends = {}, True
+for split in ("train", "val"):
+    tokens = []
+    for name in meta["files"][split]:
+        data = open(os.path.join(out, name), "rb").read()
+        tokens += struct.unpack_from(f"<{struct.unpack_from('<3i', data)[2]}I", data, 1024)
+    counts[split] = (tokens.count(128000), tokens.count(128001), len(tokens))
+    ends = ends and tokens[0] == 128000 and tokens[-1] == 128001
+ok = all(bos == eos == meta["documents"][split] for split, (bos, eos, _) in counts.items())
+inputs = meta["inputs"]
+print(("PASS" if ok and ends and meta["val_split"] == "random" and meta["eos_id"] == 128001 else "FAIL") +
+      f" make data-code: {meta['documents']} documents, each BOS ... EOS (BOS, EOS, tokens per split: {counts}), "
+      "a random validation split")
+print(("PASS" if counts["train"][2] >= 300 * 4 * 2048 and len(inputs) > 1000 and
+       not any("site-packages" in path for path in inputs) and any(path.endswith("/os.py") for path in inputs)
+       else "FAIL") + f" make data-code: {len(inputs)} .py files of the standard library (no site-packages), "
+      f"{counts['train'][2]:,} train tokens, at least the 2,457,600 of a 300-step 1B run at 4 x 2048")
+EOF
+else
+    echo "FAIL make data-code: $(tail -5 "$tmp/code.log")"
+fi
 
 "$PYTHON" tests/prepare_corpus_checks.py "$SHARED_DATA"

@@ -1,8 +1,7 @@
-"""inputs.py: the corpus of local inputs: --text arguments (files, directories, glob patterns) expanded into an ordered
-list of files, each with its format (its extension or --format) and record count, read as one stream of records
-numbered across the files."""
+"""inputs.py: the corpus of local inputs: --text arguments (files, directories, glob patterns; walk.py) expanded into an
+ordered list of files, each with its format (its name ending, or --format for every file) and record count, read as
+one stream of records numbered across the files."""
 import contextlib
-import glob
 import gzip
 import hashlib
 import io
@@ -11,8 +10,8 @@ import urllib.error
 import urllib.request
 import zlib
 
+from dataprep import readers, walk
 from dataprep.errors import PrepError
-from dataprep.readers import FORMATS
 
 EXTENSIONS = [  # (name ending, format, gzip-compressed)
     (".txt", "txt", False),
@@ -55,35 +54,33 @@ class InputFile:
                 "bytes": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def directory_files(directory, forced):
-    """The files under a directory with a known name ending (of --format's format when given), sorted by path."""
-    found = []
-    for root, dirs, names in os.walk(directory):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        for name in names:
-            known = format_of(name, None)
-            if not name.startswith(".") and known and (forced is None or known[0] == forced):
-                found.append(os.path.join(root, name))
-    if not found:
-        raise PrepError(f"--text {directory}: the directory holds no file ending in "
-                        f"{KNOWN if forced is None else f'.{forced} or .{forced}.gz'}")
-    return sorted(found)
+def directory_inputs(directory, forced, problems):
+    """The files under a directory with a known name ending, or every one with --format, sorted by path."""
+    before = len(problems)
+    found = [path for path in walk.directory_files(directory, problems) if forced or format_of(path, None)]
+    if not found and len(problems) == before:
+        raise PrepError(f"--text {directory}: the directory holds no file" +
+                        ("" if forced else f" ending in {KNOWN} (or pass --format for every file)"))
+    return found
 
 
 def expand_inputs(arguments, forced):
-    """The InputFiles of the --text arguments, in argument order; each file once."""
-    files, seen = [], set()
+    """The InputFiles of the --text arguments, in argument order, each file once; and the problems met (what could not
+    be entered or read), each a message naming the path."""
+    files, seen, problems = [], set(), []
     for argument in arguments:
-        if any(c in argument for c in "*?["):
-            matches = sorted(glob.glob(argument, recursive=True))
-            if not matches:
+        if walk.MAGIC.search(argument):
+            before = len(problems)
+            matches = walk.glob_matches(argument, problems)
+            if not matches and len(problems) == before:
                 raise PrepError(f"--text {argument}: the pattern matches no file")
         elif os.path.exists(argument):
             matches = [argument]
         else:
             raise PrepError(f"--text {argument}: no such file or directory")
         for match in matches:
-            for path in directory_files(match, forced) if os.path.isdir(match) else [match]:
+            what = walk.kind(match, problems)
+            for path in directory_inputs(match, forced, problems) if what == "dir" else [match] if what else []:
                 if os.path.realpath(path) in seen:
                     continue
                 seen.add(os.path.realpath(path))
@@ -91,7 +88,7 @@ def expand_inputs(arguments, forced):
                 if known is None:
                     raise PrepError(f"{path}: unknown format (a name ending in {KNOWN}, or pass --format)")
                 files.append(InputFile(path, *known))
-    return files
+    return files, list(dict.fromkeys(problems))  # a directory that two patterns meet, named once
 
 
 def download(url):
@@ -116,15 +113,41 @@ def read_errors(source):
 
 
 class LocalCorpus:
-    """The records of the files, numbered from 0 across them, each file's from the sum of the counts before it."""
+    """The records of the files, numbered from 0 across them, each file's from the sum of the counts before it. A first
+    pass counts each file's records and finds what cannot be read as text; that and the problems met finding the files
+    stop the run, every one named, unless skip_invalid: then a file that cannot be read has no records, an invalid
+    record gives no document, and each is listed in skipped. doc_per_file: a text file is one record."""
 
-    def __init__(self, files, field):
-        self.files, self.field = files, field
-        self.counts = []
+    def __init__(self, files, field, doc_per_file, problems, skip_invalid):
+        self.files, self.field, self.doc_per_file, self.skip_invalid = files, field, doc_per_file, skip_invalid
+        self.skipped, self.counts = list(problems), []  # skipped: a line naming each input left out in whole or part
+        self.left_out, self.invalid, self.partly = len(problems), 0, 0  # inputs left out whole; invalid records, files
         for source in files:
-            with read_errors(source):
-                self.counts.append(FORMATS[source.format].count(source, field))
+            try:
+                with read_errors(source):
+                    count, invalid, first = readers.scan(source, field, doc_per_file)
+            except PrepError as e:
+                count, invalid, first = 0, 0, str(e)
+                self.left_out += 1
+            self.counts.append(count)
+            unit = readers.reader(source, doc_per_file).unit
+            if invalid and unit == "file":  # the file's one record (--doc-per-file)
+                self.left_out += 1
+            elif invalid:
+                first += f" (and {invalid - 1} more {unit}{'s' * (invalid > 2)} like it)" if invalid > 1 else ""
+                self.invalid, self.partly = self.invalid + invalid, self.partly + 1
+            if first:
+                self.skipped.append(first)
         self.total = sum(self.counts)
+        if self.skipped and not skip_invalid:
+            raise PrepError(f"the first pass over the inputs found what cannot be read as text ({self.summary()}):\n  "
+                            + "\n  ".join(self.skipped) + "\npass --skip-invalid to prepare the rest without them")
+
+    def summary(self):
+        """How much is left out: "2 inputs whole, 5 records of 1 file"."""
+        return ", ".join([f"{self.left_out} input{'s' * (self.left_out != 1)} whole"] * bool(self.left_out) +
+                         [f"{self.invalid} record{'s' * (self.invalid != 1)} of {self.partly} "
+                          f"file{'s' * (self.partly != 1)}"] * bool(self.invalid))
 
     def names(self):
         return [source.path for source in self.files]
@@ -136,11 +159,13 @@ class LocalCorpus:
         return f"the inputs hold no text: {', '.join(self.names())}"
 
     def records(self, start):
-        """(record number, text) of every record from start on with a nonempty text."""
+        """(record number, text) of every record from start on whose text makes a document."""
         offset = 0
         for source, count in zip(self.files, self.counts):
-            if start < offset + count:
+            if count and start < offset + count:  # (a file left out whole counts no records)
                 with read_errors(source):
-                    for index, text in FORMATS[source.format].read(source, self.field, max(0, start - offset)):
+                    first = max(0, start - offset)
+                    for index, text in readers.documents(source, self.field, self.doc_per_file, first,
+                                                         self.skip_invalid):
                         yield offset + index, text
             offset += count

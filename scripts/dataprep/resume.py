@@ -3,7 +3,8 @@ settings and the position where its complete shards end (rewritten atomically af
 OUT/meta.json, with the same settings, replaces it. A rerun with the same settings resumes from progress.json (the
 partial shard of the interrupted run and any shard it renamed after its last record are removed and written again) or,
 when meta.json is there, has nothing to do. A rerun with other settings, or into shards that neither file describes,
-stops with a message unless --overwrite, which first removes every file a preparation writes."""
+stops with a message unless --overwrite, which first removes every file a preparation writes; but one after a run that
+completed no shard (a progress.json that lists none, partial .tmp shards) starts again whatever the settings were."""
 import json
 import os
 import re
@@ -50,14 +51,20 @@ def settings_differ(path, record, settings, what):
                      "choose another --out")
 
 
+def listed_shards(record):
+    """The shards a progress record lists as complete; None if it is not a record of this version's form."""
+    splits = record.get("splits")
+    if not isinstance(splits, dict) or not all(isinstance(s, dict) and isinstance(s.get("files"), list)
+                                               for s in splits.values()):
+        return None
+    return {name for split in splits.values() for name in split["files"]}
+
+
 def open_out_dir(out, settings, overwrite):
-    """("fresh", None), ("resume", progress record) or ("complete", meta), after the clean-up described above."""
-    if not os.path.isdir(out):
-        if os.path.exists(out):
-            raise PrepError(f"--out {out} exists and is not a directory")
-        return "fresh", None
+    """("fresh", None), ("resume", progress record) or ("complete", meta) for the existing directory out (locked),
+    after the clean-up described above."""
     written = sorted(name for name in os.listdir(out) if WRITTEN.match(name))
-    if overwrite:
+    if overwrite or all(name.endswith(".tmp") for name in written):
         remove(out, written)
         return "fresh", None
     if META in written:
@@ -67,9 +74,15 @@ def open_out_dir(out, settings, overwrite):
         return "complete", meta
     if PROGRESS in written:
         record = read_record(os.path.join(out, PROGRESS))
+        listed = listed_shards(record)
+        if listed == set():  # the earlier run completed no shard: nothing to keep
+            remove(out, written)
+            return "fresh", None
         if record.get("settings") != settings:
             raise settings_differ(os.path.join(out, PROGRESS), record, settings, "an unfinished preparation")
-        listed = {name for split in record["splits"].values() for name in split["files"]}
+        if listed is None:
+            raise PrepError(f"{os.path.join(out, PROGRESS)} does not list its splits' shards: pass --overwrite to "
+                            "prepare the directory again")
         missing = sorted(listed - set(written))
         if missing:
             raise PrepError(f"{os.path.join(out, PROGRESS)} lists the shard {missing[0]}, which is not in {out}: pass "

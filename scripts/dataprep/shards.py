@@ -2,7 +2,7 @@
 last one shorter): a header of 256 int32 (magic, version 1, token count), then the tokens, little-endian (the format
 data/dataloader.c reads). The tokens go straight into NAME.tmp, renamed to NAME when the shard is complete, so a shard
 name only ever holds a complete shard and memory holds one batch. The writer also tracks, per document, where its last
-complete shard ends in records: where a resumed run starts."""
+complete shard ends in records: where a resumed run starts. A run that fails removes its partial shard (abort)."""
 import array
 import collections
 import os
@@ -14,23 +14,26 @@ MAGIC = {"uint16": 20240520, "uint32": 20240801}
 SHARD_VERSION = 1
 HEADER_INTS = 256
 MAX_SHARD_TOKENS = 2**31 - 1  # the header's token count is an int32
+NOTHING = {"files": [], "tokens": 0, "documents": 0, "next_record": 0, "skip_tokens": 0, "complete": False}
 
 
 class ShardWriter:
-    def __init__(self, out_dir, split, dtype, shard_tokens, on_shard, done, resume_at):
-        """done: the split's files, tokens and documents so far (a resumed run's); resume_at: (record, tokens of it
-        in complete shards), the position after them; on_shard(): called after each shard is renamed."""
+    def __init__(self, out_dir, split, dtype, shard_tokens, on_shard, done):
+        """done: the split's state so far (a resumed run's, or NOTHING): its complete shards' files, tokens and
+        documents, the position after them (next_record, and skip_tokens of it in them), and whether its last shard is
+        written (complete); on_shard(): called after each shard is renamed, and at close."""
         self.out_dir, self.split, self.dtype, self.shard_tokens = out_dir, split, dtype, shard_tokens
         self.token_bytes = 2 if dtype == "uint16" else 4
         self.on_shard = on_shard
         self.files, self.tokens, self.documents = list(done["files"]), done["tokens"], done["documents"]
-        self.resume_at = resume_at
-        self.closed = False
+        self.resume_at = (done["next_record"], done["skip_tokens"])
+        self.closed = done["complete"]
         self.pending = collections.deque()  # per document not yet all in complete shards: [record, tokens, left]
         self.file, self.in_file, self.last_record = None, 0, None
 
     def state(self):
-        return {"files": self.files, "tokens": self.tokens, "documents": self.documents}
+        return {"files": self.files, "tokens": self.tokens, "documents": self.documents,
+                "next_record": self.resume_at[0], "skip_tokens": self.resume_at[1], "complete": self.closed}
 
     def add(self, data, counts, records, skip=0):
         """Appends the documents records[i] of counts[i] tokens each, concatenated in data; the first skip tokens of
@@ -54,6 +57,17 @@ class ShardWriter:
         if self.in_file:
             self._finish()
         self.closed = True
+        self.on_shard()
+
+    def abort(self):
+        """After a failure: the partial shard is closed and removed (the complete ones stay)."""
+        if self.file is not None:
+            self.file.close()
+            try:
+                os.remove(self._path() + ".tmp")
+            except OSError:
+                pass  # a rerun removes it
+            self.file, self.in_file = None, 0
 
     def _path(self):
         return os.path.join(self.out_dir, f"{self.split}_{len(self.files):06d}.bin")

@@ -10,6 +10,7 @@ from dataprep.errors import PrepError
 
 LLAMA3_NUM_RANKS = 128000
 LLAMA3_BOS = 128000
+LLAMA3_EOS = 128001  # <|end_of_text|>
 LLAMA3_PATTERN = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
     r"|\s*[\r\n]+|\s+(?!\S)|\s+"
@@ -31,11 +32,14 @@ TYPECODES = {"uint16": "H", "uint32": next(c for c in "IL" if array.array(c).ite
 
 
 class Tokenizer:
-    """spec "byte" or the path of a tiktoken-format Llama 3 tokenizer.model."""
+    """spec "byte" or the path of a tiktoken-format Llama 3 tokenizer.model; eos: end every document with the
+    end-of-text token (--eos)."""
 
-    def __init__(self, spec):
-        self.spec = spec
+    def __init__(self, spec, eos=False):
+        self.spec, self.eos = spec, LLAMA3_EOS if eos else None
         if spec == "byte":
+            if eos:
+                raise PrepError("--eos: the byte vocabulary has no end-of-text token (its 256 ids are the bytes)")
             self.vocab_size, self.bos, self.dtype = 256, None, "uint16"
             self.encoding = None
             return
@@ -78,8 +82,8 @@ class Tokenizer:
 
     def encode_documents(self, texts):
         """The documents' tokens, concatenated, as little-endian shard bytes; the token count of each document; and
-        the documents' size in UTF-8 bytes. Llama 3: every document starts with BOS; text that looks like a special
-        token ("<|eot_id|>") is ordinary text."""
+        the documents' size in UTF-8 bytes. Llama 3: every document starts with BOS (and ends with EOS with --eos);
+        text that looks like a special token ("<|eot_id|>") is ordinary text."""
         tokens = array.array(TYPECODES[self.dtype])
         counts, text_bytes = [], 0
         for text in texts:
@@ -91,6 +95,8 @@ class Tokenizer:
             else:
                 tokens.append(self.bos)
                 tokens.extend(self.encoding.encode_ordinary(text))
+                if self.eos is not None:
+                    tokens.append(self.eos)
             counts.append(len(tokens) - before)
         if sys.byteorder == "big":
             tokens.byteswap()
@@ -100,12 +106,12 @@ class Tokenizer:
 _worker_tokenizer = None
 
 
-def init_worker(spec):
+def init_worker(spec, eos):
     """The pool's initializer: each worker process loads the tokenizer once, and leaves Ctrl-C to the main process
     (which stops the pool)."""
     global _worker_tokenizer
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _worker_tokenizer = Tokenizer(spec)
+    _worker_tokenizer = Tokenizer(spec, eos)
 
 
 def encode_in_worker(texts):
