@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 
 #include "model/model.h"
+#include "persist/checkpoint.h"
 #include "persist/safetensors.h"
 #include "persist/state_file.h"
 #include "tests/small_model.h"
@@ -36,6 +37,25 @@ static inline void create_model(Model *m, const ModelConfig *c, uint64_t seed, i
 static inline StateData host_state_data(const Model *m, TrainState s, const char *config_json) {
     StateData d = {&m->cfg, m->table.n_params, m->master, m->adam_m, m->adam_v, 0, 0, s, config_json};
     return d;
+}
+
+/* Loads checkpoint ck of step into a fresh CPU model of config c: 0 when it loads and holds these master weights (its
+ * working copy too) and AdamW moments, bitwise; else -1 with why in err. */
+static inline int checkpoint_holds(const char *ck, uint64_t step, const ModelConfig *c, const float *master,
+                                   const float *adam_m, const float *adam_v, char *err, size_t errlen) {
+    ModelConfig copy = *c;
+    Model back;
+    create_model(&back, &copy, 8, 0);
+    TrainState r;
+    size_t n = back.table.n_params * sizeof(float);
+    int rc = checkpoint_load_state(ck, step, &back, &r, err, errlen);
+    if (rc == 0 && (memcmp(back.master, master, n) || memcmp(back.weights, master, n) ||
+                    memcmp(back.adam_m, adam_m, n) || memcmp(back.adam_v, adam_v, n))) {
+        snprintf(err, errlen, "%s holds other values than expected", ck);
+        rc = -1;
+    }
+    model_destroy(&back);
+    return rc;
 }
 
 /* A fresh directory under /tmp; exits on failure. */

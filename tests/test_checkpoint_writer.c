@@ -21,23 +21,6 @@ static void train_on(Model *m) {
     }
 }
 
-/* 0 when checkpoint ck of step loads with the given master weights and moments. */
-static int holds(const char *ck, uint64_t step, const Model *m, const float *master, const float *am,
-                 const float *av, char *err, size_t errlen) {
-    ModelConfig c = m->cfg;
-    Model back;
-    create_model(&back, &c, 3, 0);
-    TrainState r;
-    size_t n = m->table.n_params * 4;
-    int rc = checkpoint_load_state(ck, step, &back, &r, err, errlen);
-    if (rc == 0 && (memcmp(back.master, master, n) || memcmp(back.adam_m, am, n) || memcmp(back.adam_v, av, n))) {
-        snprintf(err, errlen, "other values than at the step it was submitted at");
-        rc = -1;
-    }
-    model_destroy(&back);
-    return rc;
-}
-
 static void test_background_write(Model *m, const Config *cfg) {
     char run[512], err[1024], ck[1100];
     snprintf(run, sizeof(run), "%s/run", dir);
@@ -73,7 +56,7 @@ static void test_background_write(Model *m, const Config *cfg) {
     CHECK(polled && !done.failed && done.step == 3 && strcmp(done.stats.path, ck) == 0 && done.stats.bytes > 0 &&
               !checkpoint_writer_busy(w) && checkpoint_writer_poll(w, &done) == 0,
           "poll reports the finished write once, with its path and size");
-    ok = holds(ck, 3, m, master, am, av, err, sizeof(err)) == 0;
+    ok = checkpoint_holds(ck, 3, &m->cfg, master, am, av, err, sizeof(err)) == 0;
     CHECK(ok, "the checkpoint holds the state of the step it was submitted at, not the model's later values%s%s",
           ok ? "" : ": ", ok ? "" : err);
     /* three more, each waited for: keep_last 2 keeps the newest two */
@@ -94,7 +77,7 @@ static void test_background_write(Model *m, const Config *cfg) {
     ok = checkpoint_writer_submit(w, m, cfg, &s, &snap_s, err, sizeof(err)) == 0;
     checkpoint_writer_destroy(w); /* waits for the write in flight */
     checkpoint_path(ck, sizeof(ck), run, 7);
-    CHECK(ok && holds(ck, 7, m, m->master, m->adam_m, m->adam_v, err, sizeof(err)) == 0,
+    CHECK(ok && checkpoint_holds(ck, 7, &m->cfg, m->master, m->adam_m, m->adam_v, err, sizeof(err)) == 0,
           "destroying the writer waits for the write in flight, which completes");
     free(master);
     free(am);
