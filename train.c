@@ -366,8 +366,7 @@ static void set_aside_newer_checkpoints(const char *run_dir, uint64_t step) {
 /* A background write has ended: where its checkpoint is, or the run stops (its temporary directory already gone). */
 static void report_checkpoint(const CheckpointDone *d) {
     if (d->failed)
-        die("checkpoint of step %llu: %s; the run stops (the earlier checkpoints are as they were)",
-            (unsigned long long)d->step, d->err);
+        die("checkpoint of step %llu: %s; the run stops", (unsigned long long)d->step, d->err);
     printf("checkpoint %s (%.1f MiB, %.2f s)\n", d->stats.path, d->stats.bytes / 1048576.0, d->stats.seconds);
     fflush(stdout);
 }
