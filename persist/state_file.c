@@ -202,7 +202,7 @@ static int read_section(In *in, const char *name, uint64_t want, uint64_t max, C
     for (uint64_t off = 0; off < n; off += in->buf_bytes) {
         size_t len = (size_t)(n - off < in->buf_bytes ? n - off : in->buf_bytes);
         if (read_exact(in, in->buf, len, err, errlen)) return -1;
-        crc = crc32_bytes(crc, in->buf, len);
+        crc = crc32_parallel(crc, in->buf, len);
         consume(ctx, in->buf, (size_t)off, len);
     }
     unsigned char c[4];

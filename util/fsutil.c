@@ -52,7 +52,7 @@ int fs_file_crc32(const char *path, uint32_t *crc, uint64_t *bytes, char *err, s
     *bytes = 0;
     size_t got;
     while ((got = fread(buf, 1, CRC_READ_BYTES, f)) > 0) {
-        *crc = crc32_bytes(*crc, buf, got);
+        *crc = crc32_parallel(*crc, buf, got);
         *bytes += got;
     }
     int rc = ferror(f) ? -1 : 0;
