@@ -27,6 +27,7 @@
 #include "model/flops.h"
 #include "model/model.h"
 #include "model/optimizer.h"
+#include "model/train_step.h"
 #include "model/sampler.h"
 #include "persist/checkpoint.h"
 #include "persist/checkpoint_writer.h"
@@ -156,6 +157,11 @@ static void check_snapshot_memory(size_t snapshot) {
 static void check_memory(const ModelConfig *mc, const Kernels *k, const TrainConfig *t, const char *cfg_path) {
     ModelMemory mem;
     if (model_memory(mc, k, t->batch_size, t->seq_len, &mem)) die("out of host memory for the model tables");
+    /* the step's micro-batches, beside the model's own (counted with the activations) */
+    const int64_t micro_tokens = (int64_t)t->batch_size * t->seq_len;
+    const int accum = (int)((t->total_batch_tokens ? t->total_batch_tokens : micro_tokens) / micro_tokens);
+    mem.activations = size_add(mem.activations, train_step_bytes(t->batch_size, t->seq_len, accum));
+    mem.total = size_add(mem.total, train_step_bytes(t->batch_size, t->seq_len, accum));
     const size_t snapshot = checkpoint_snapshot_bytes(mem.n_params);
     const int on_host = k->device_name == NULL; /* the snapshot is in the backend's own memory */
     if (on_host) mem.total = size_add(mem.total, snapshot);
@@ -559,7 +565,8 @@ int main(int argc, char **argv) {
            mc->tie_word_embeddings ? "tied" : "untied");
     if (resuming) printf("resumed from %s/step_%08llu\n", run_dir, (unsigned long long)start_step);
     else if (t->init_from[0]) printf("initial weights: %s\n", t->init_from);
-    printf("backend: %s%s%s\n", k->name, k->detail ? ", " : "", k->detail ? k->detail : "");
+    printf("backend: %s%s%s%s\n", k->name, k->detail ? ", " : "", k->detail ? k->detail : "",
+           k->capture_begin && strcmp(t->cuda_graph, "on") == 0 ? ", each step replayed as a CUDA graph" : "");
     /* MFU: the model FLOPs of the tokens per second against the GPU's peak, where the GPU is one of model/flops.c */
     const char *gpu = k->device_name ? k->device_name() : NULL;
     const double token_flops = flops_per_token(mc, (int64_t)model.table.n_params, T);
@@ -587,24 +594,24 @@ int main(int argc, char **argv) {
         finish_checkpoint(writer, "");
     }
 
+    TrainStep ts;
+    if (train_step_create(&ts, &model, B, T, accum, strcmp(t->cuda_graph, "on") == 0, err, sizeof(err)))
+        die("%s", err);
     install_signal_handlers();
-    float grad_scale = (float)(1.0 / (double)step_tokens);
     int skipped = 0; /* steps skipped for a non-finite loss or gradient norm, since this process started */
     for (int step = (int)start_step + 1; step <= t->steps; step++) {
         double t0 = now_seconds();
         double lr = lr_at_step(t, step);
-        model_zero_grads(&model);
-        double loss = 0;
         for (int micro = 0; micro < accum; micro++) {
             if (dataloader_next(train, inputs, targets, err, sizeof(err))) die("%s", err);
-            model_forward(&model, inputs, B, T);
-            loss += model_loss(&model, targets, B, T, grad_scale);
-            model_backward(&model, B, T, (micro == 0 ? MICRO_FIRST : 0) | (micro == accum - 1 ? MICRO_LAST : 0));
+            train_step_load(&ts, micro, inputs, targets);
         }
-        loss /= accum;
-        /* no update from a step whose loss or gradient norm is not finite (optimizer_step checks the norm) */
-        double norm = isfinite(loss) ? optimizer_step(&model, t, lr, step) : NAN;
-        k->synchronize();
+        /* the whole step queued (or replayed), then its loss and norm read once; a step whose loss or gradient
+         * norm is not finite changes no weight (the clip factor is then NaN: kernels.h, clip_scale) */
+        train_step_run(&ts, t, lr, step);
+        double loss, norm;
+        train_step_result(&ts, &loss, &norm);
+        if (!isfinite(loss)) norm = NAN;
         double ms = (now_seconds() - t0) * 1e3;
         CheckpointDone written;
         if (checkpoint_writer_poll(writer, &written)) report_checkpoint(&written);
@@ -653,6 +660,7 @@ int main(int argc, char **argv) {
             break;
         }
     }
+    train_step_destroy(&ts);
     finish_checkpoint(writer, "");
     active_writer = NULL;
     checkpoint_writer_destroy(writer);

@@ -47,6 +47,9 @@ const Option CONFIG_OPTIONS[] = {
     {"device", 'd', OPT_STRING, TS_(device), 0, 0, "auto|cpu|cuda", "auto", "where to train"},
     {"fusion", 0, OPT_STRING, TS_(fusion), 0, 0, "on|off", "on",
      "CUDA backend: the GEMM-epilogue programs (on) or cuBLAS GEMMs + separate passes (off); the CPU ignores it"},
+    {"cuda_graph", 0, OPT_STRING, TS_(cuda_graph), 0, 0, "on|off", "on",
+     "CUDA backend: capture the training step as a CUDA graph and replay it (on) or launch its kernels each step "
+     "(off); the same bits either way; the CPU ignores it"},
     {"batch_size", 'b', OPT_INT, T_(batch_size), 1, 1 << 20, NULL, "4", "sequences per micro-batch B"},
     {"seq_len", 't', OPT_INT, T_(seq_len), 1, 1 << 24, NULL, "256", "sequence length T"},
     {"total_batch_tokens", 0, OPT_INT64, T_(total_batch_tokens), 0, BIG, NULL, "0",
@@ -492,7 +495,8 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
 static const char *RESUME_SAFE_KEYS[] = {"steps", "eval_every", "eval_batches", "sample_every", "sample_tokens",
                                          "sample_prompt", "temperature", "top_k", "checkpoint_every", "keep_last",
                                          "skip_nonfinite",
-                                         "export_dtype", "device", "fusion", "tokenizer", "out_dir", "init_from"};
+                                         "export_dtype", "device", "fusion", "cuda_graph", "tokenizer", "out_dir",
+                                         "init_from"};
 
 static int resume_safe(const char *key) {
     for (size_t i = 0; i < sizeof(RESUME_SAFE_KEYS) / sizeof(RESUME_SAFE_KEYS[0]); i++)
@@ -526,8 +530,8 @@ int config_resume_merge(Config *ckpt, int argc, char **argv, char *err, size_t e
         option_format(o, &merged, now, sizeof(now));
         snprintf(err, errlen, "--resume: %s would change from %s (checkpoint %s) to %s; the data, batch, optimizer, "
                  "schedule and seed of a run cannot change when it resumes (only steps, the eval/sample/checkpoint "
-                 "settings, keep_last, export_dtype, device, fusion, tokenizer and out_dir can)", o->key, was, ckpt->path,
-                 now);
+                 "settings, keep_last, export_dtype, device, fusion, cuda_graph, tokenizer and out_dir can)", o->key,
+                 was, ckpt->path, now);
         return -1;
     }
     *ckpt = merged;

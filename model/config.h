@@ -37,6 +37,7 @@ typedef struct TrainConfig {
     char tokenizer[CONFIG_PATH_MAX];  /* "byte", a tiktoken tokenizer.model path, or "auto" (for samples) */
     char device[16];                  /* auto | cpu | cuda */
     char fusion[8];                   /* on | off: the CUDA backend's fused or unfused operation table */
+    char cuda_graph[8];               /* on | off: replay the training step as a captured graph */
     int batch_size;                   /* B, sequences per micro-batch */
     int seq_len;                      /* T */
     int64_t total_batch_tokens;       /* tokens per optimizer step; a multiple of B*T (0 = B*T) */
@@ -84,8 +85,8 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
 
 /* --resume: ckpt holds the checkpoint's train_config.json; applies the command line (-c and flags) on top of it.
  * Only keys that can change safely may differ (steps, eval/sample/checkpoint intervals and settings, keep_last,
- * export_dtype, device, fusion, tokenizer, out_dir, init_from); any other difference (model shape, data, batch,
- * optimizer, seed, schedule) is an error naming the key. Validates the result. 0 or -1 with a message. */
+ * export_dtype, device, fusion, cuda_graph, tokenizer, out_dir, init_from); any other difference (model shape,
+ * data, batch, optimizer, seed, schedule) is an error naming the key. Validates the result. 0 or -1 with a message. */
 int config_resume_merge(Config *ckpt, int argc, char **argv, char *err, size_t errlen);
 
 /* The first model key on which a and b differ (HF name, "rope_scaling" for the scaling fields), or NULL. */

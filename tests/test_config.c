@@ -30,6 +30,24 @@ static void test_llama3_1b(void) {
           (long long)config_num_parameters(m));
 }
 
+static void test_llama3_3b(void) {
+    Config c;
+    char err[512];
+    char *argv[] = {"train", "-c", "configs/llama3_3b.json"};
+    int rc = config_from_args(&c, 3, argv, err, sizeof(err));
+    CHECK(rc == 0, "configs/llama3_3b.json loads and validates%s%s", rc ? ": " : "", rc ? err : "");
+    if (rc) return;
+    const ModelConfig *m = &c.model;
+    CHECK(m->hidden_size == 3072 && m->num_hidden_layers == 28 && m->num_attention_heads == 24 &&
+              m->num_key_value_heads == 8 && m->head_dim == 128 && m->intermediate_size == 8192 &&
+              m->vocab_size == 128256 && m->tie_word_embeddings == 1 && m->rope_llama3 && m->rope_factor == 32,
+          "Llama 3.2 3B shape: D=%d L=%d Hq=%d Hkv=%d hd=%d F=%d V=%d tied=%d, llama3 RoPE", m->hidden_size,
+          m->num_hidden_layers, m->num_attention_heads, m->num_key_value_heads, m->head_dim, m->intermediate_size,
+          m->vocab_size, m->tie_word_embeddings);
+    CHECK(config_num_parameters(m) == 3212749824LL, "parameter count %lld (Llama 3.2 3B has 3,212,749,824)",
+          (long long)config_num_parameters(m));
+}
+
 static void test_flags_override(void) {
     Config c;
     char err[512];
@@ -158,6 +176,7 @@ static void test_init_from_agreement(void) {
 
 int main(void) {
     test_llama3_1b();
+    test_llama3_3b();
     test_flags_override();
     test_round_trip();
     test_hf_config();
