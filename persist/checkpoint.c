@@ -131,15 +131,6 @@ int checkpoint_clean_leftovers(const char *run_dir, char *err, size_t errlen) {
     return remove_matching(run_dir, ".step_", suffixes, 2, 1, err, errlen);
 }
 
-int checkpoint_remove_all(const char *run_dir, char *err, size_t errlen) {
-    static const char *const none[] = {""}, *const hidden[] = {".tmp", ".deleting"};
-    if (remove_matching(run_dir, "step_", none, 1, 0, err, errlen) ||
-        remove_matching(run_dir, ".step_", hidden, 2, 0, err, errlen) ||
-        remove_matching(run_dir, "damaged_step_", none, 1, 0, err, errlen))
-        return -1;
-    return fs_is_dir(run_dir) ? fs_sync_dir(run_dir, err, errlen) : 0;
-}
-
 /* Renames a complete checkpoint out of sight (so it never looks complete half-deleted), then deletes it. */
 static int delete_checkpoint(const char *run_dir, uint64_t step, char *err, size_t errlen) {
     char path[CHECKPOINT_PATH_MAX], doomed[CHECKPOINT_PATH_MAX];
