@@ -26,6 +26,22 @@ static void holder_text(const char *path, char *out, size_t cap) {
     else snprintf(out, cap, "a process that has not yet written its PID");
 }
 
+/* How many directories of path, from the end, do not exist. */
+static int missing_levels(const char *path) {
+    char p[RUN_LOCK_PATH_MAX];
+    snprintf(p, sizeof(p), "%s", path);
+    int n = 0;
+    for (;;) {
+        size_t len = strlen(p);
+        while (len > 1 && p[len - 1] == '/') p[--len] = 0;
+        if (fs_exists(p)) return n;
+        n++;
+        char *slash = strrchr(p, '/');
+        if (!slash) return n;
+        slash[slash == p] = 0; /* "/x" -> "/" */
+    }
+}
+
 /* 1 when fd is the file now at path (a releasing holder may have removed it after this process opened it). */
 static int still_at_path(int fd, const char *path) {
     struct stat at_path, held;
@@ -35,7 +51,7 @@ static int still_at_path(int fd, const char *path) {
 
 int run_lock_take(RunLock *lock, const char *run_dir, int create, char *err, size_t errlen) {
     lock->fd = -1;
-    lock->made_dir = 0;
+    lock->made_dirs = 0;
     snprintf(lock->dir, sizeof(lock->dir), "%s", run_dir);
     snprintf(lock->path, sizeof(lock->path), "%s/%s", run_dir, RUN_LOCK_NAME);
     for (;;) {
@@ -48,8 +64,8 @@ int run_lock_take(RunLock *lock, const char *run_dir, int create, char *err, siz
                 snprintf(err, errlen, "the run directory %s does not exist", run_dir);
                 return -1;
             }
+            lock->made_dirs = missing_levels(run_dir);
             if (fs_make_dirs(run_dir, err, errlen)) return -1;
-            lock->made_dir = 1;
         }
         int fd = open(lock->path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0) {
@@ -89,7 +105,17 @@ int run_lock_take(RunLock *lock, const char *run_dir, int create, char *err, siz
 void run_lock_release(RunLock *lock) {
     if (lock->fd < 0) return;
     unlink(lock->path);
-    if (lock->made_dir) rmdir(lock->dir); /* fails, as it should, when the directory holds anything */
+    char dir[RUN_LOCK_PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", lock->dir);
+    for (int i = 0; i < lock->made_dirs && rmdir(dir) == 0; i++) { /* stops at one that holds anything */
+        char *slash = strrchr(dir, '/');
+        while (slash && slash > dir && slash[1] == 0) { /* a trailing slash: the one before it */
+            *slash = 0;
+            slash = strrchr(dir, '/');
+        }
+        if (!slash || slash == dir) break;
+        *slash = 0;
+    }
     close(lock->fd);
     lock->fd = -1;
 }

@@ -13,7 +13,7 @@
 
 typedef struct RunLock {
     int fd;                        /* -1 when not held */
-    int made_dir;                  /* the directory was created to take the lock */
+    int made_dirs;                 /* directories created to take the lock: dir and this many-1 above it */
     char dir[RUN_LOCK_PATH_MAX];
     char path[RUN_LOCK_PATH_MAX + 16];
 } RunLock;
@@ -22,8 +22,8 @@ typedef struct RunLock {
  * the directory is missing (create unset) or cannot be made, or another process holds the lock (naming its PID). */
 int run_lock_take(RunLock *lock, const char *run_dir, int create, char *err, size_t errlen);
 
-/* Removes the lock file (and the directory when it was made for the lock and holds nothing else), then releases the
- * lock. Nothing when it is not held. */
+/* Removes the lock file (and the directories made for the lock when they hold nothing else), then releases the lock.
+ * Nothing when it is not held. */
 void run_lock_release(RunLock *lock);
 
 #endif

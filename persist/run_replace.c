@@ -90,6 +90,15 @@ static int put_back(const char *run_dir, const char *moving, int *count, char *e
     return fs_sync_dir(run_dir, err, errlen);
 }
 
+/* 1 when the directory dir holds any entry. */
+static int holds_anything(const char *dir) {
+    DIR *d = opendir(dir);
+    int held = 0;
+    for (struct dirent *e; d && !held && (e = readdir(d));) held = strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+    if (d) closedir(d);
+    return held;
+}
+
 int run_replace_settle(const char *run_dir, const char *who, FILE *out, char *err, size_t errlen) {
     char moving[CHECKPOINT_PATH_MAX], replaced[CHECKPOINT_PATH_MAX];
     snprintf(moving, sizeof(moving), "%s/%s", run_dir, MOVING_NAME);
@@ -98,13 +107,9 @@ int run_replace_settle(const char *run_dir, const char *who, FILE *out, char *er
     if (fs_exists(replaced)) {
         CheckpointList list;
         if (checkpoint_list(run_dir, &list, err, errlen)) return -1;
-        const int ready = list.n > 0;
+        const int ready = list.n > 0, held = holds_anything(replaced);
         checkpoint_list_free(&list);
-        if (ready) {
-            DIR *d = opendir(replaced);
-            int held = 0;
-            for (struct dirent *e; d && (e = readdir(d));) held |= strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
-            if (d) closedir(d);
+        if (ready || !held) { /* the new run stays: it has a checkpoint, or it replaced nothing */
             if (fs_remove_tree(replaced, err, errlen) || fs_sync_dir(run_dir, err, errlen)) return -1;
             if (held) fprintf(out, "removed the run that %s replaced (%s): its first checkpoint is complete\n", who,
                               replaced);

@@ -6,7 +6,7 @@
 #   - --overwrite: a new run that stops before its first checkpoint (a non-finite loss from NaN initial weights) puts
 #     the old run back byte for byte; one killed before its first checkpoint is complete leaves the old run set aside,
 #     and the next ./train puts it back; one that reaches its first checkpoint removes the old run;
-#   - a new run that stops before its first checkpoint in a directory that did not exist leaves no directory;
+#   - a new run that stops before its first checkpoint and replaced nothing keeps its log and config, nothing else;
 #   - data checked before the run directory is written: validation shards with ids outside the vocabulary stop a new
 #     run before its directory exists;
 #   - a checkpoint this user may not read is a permission error, not damage, and --resume-fallback moves nothing;
@@ -59,24 +59,23 @@ wait "$busy"
 rc=$?
 check "the first run ends normally and leaves no lock file" \
     '[ $rc -eq 0 ] && [ -d "$TMP/busy/step_00000002" ] && [ ! -e "$TMP/busy/.train.lock" ]'
-TRAIN_TEST_CHECKPOINT_PAUSE_MS=3000 "$TRAIN" -o "$TMP/busy" --resume -n 4 >"$TMP/busy.out" 2>&1 &
+TRAIN_TEST_CHECKPOINT_PAUSE_MS=3000 "$TRAIN" -o "$TMP/busy" --resume -n 4 >"$TMP/killed.out" 2>&1 &
 busy=$!
-wait_for "$TMP/busy.out" "checkpoint test pause: snapshot" || fail "the resumed run did not reach its checkpoint"
-kill -9 "$busy"
-wait "$busy" 2>/dev/null
+wait_for "$TMP/killed.out" "checkpoint test pause: snapshot" || fail "the resumed run did not reach its checkpoint"
+{ kill -9 "$busy" && wait "$busy"; } 2>/dev/null
 [ -e "$TMP/busy/.train.lock" ] && stale=1 || stale=0
 "$TRAIN" -o "$TMP/busy" --resume -n 4 >"$TMP/stale.out" 2>&1
 rc=$?
 check "a lock file left by a killed run does not stop the next one" \
     '[ $stale -eq 1 ] && [ $rc -eq 0 ] && [ -d "$TMP/busy/step_00000004" ]'
 
-# 2. --overwrite with a run that stops at step 1: NaN initial weights (a --steps 0 export with its data all NaN).
+# 2. --overwrite with a run that stops at step 1: initial weights all 1e30 (finite, but the first logits are not).
 "$TRAIN" "${SMALL[@]}" --steps 0 -o "$TMP/init" >/dev/null 2>&1
 python3 - "$TMP/init/step_00000000/model.safetensors" <<'EOF'
 import struct, sys
 b = bytearray(open(sys.argv[1], "rb").read())
 start = 8 + struct.unpack_from("<Q", b)[0]
-b[start:] = struct.pack("<f", float("nan")) * ((len(b) - start) // 4)
+b[start:] = struct.pack("<f", 1e30) * ((len(b) - start) // 4)
 open(sys.argv[1], "wb").write(b)
 EOF
 "$TRAIN" "${SMALL[@]}" --init-from "$TMP/init/step_00000000" -o "$TMP/old" --overwrite >"$TMP/nan.out" 2>&1
@@ -85,16 +84,15 @@ check "--overwrite with a run that stops at step 1 puts the old run back as it w
     '[ $rc -ne 0 ] && grep -q "step 1: the loss is not finite" "$TMP/nan.out" && grep -q "put back the run that this run was to replace" "$TMP/nan.out" && ! grep -q "as they were" "$TMP/nan.out" && [ "$OLD" = "$(snapshot "$TMP/old")" ]'
 "$TRAIN" "${SMALL[@]}" --init-from "$TMP/init/step_00000000" -o "$TMP/fresh" >"$TMP/fresh.out" 2>&1
 rc=$?
-check "a new run that stops at step 1 in a directory that did not exist leaves none" \
-    '[ $rc -ne 0 ] && grep -q "not finite" "$TMP/fresh.out" && [ ! -e "$TMP/fresh" ]'
+check "a new run that stops at step 1 and replaced nothing keeps its log, and sets nothing aside" \
+    '[ $rc -ne 0 ] && grep -q "not finite" "$TMP/fresh.out" && [ -f "$TMP/fresh/log.jsonl" ] && [ -z "$(ls -A "$TMP/fresh" | grep -v "^log.jsonl$\|^train_config.json$")" ]'
 
 # 3. --overwrite killed before its first checkpoint is complete (in the pause before the rename).
 TRAIN_TEST_CHECKPOINT_PAUSE_MS=3000 "$TRAIN" "${SMALL[@]}" -n 2 --checkpoint-every 0 -o "$TMP/old" --overwrite \
     >"$TMP/kill.out" 2>&1 &
 pid=$!
 wait_for "$TMP/kill.out" "checkpoint test pause: rename" || fail "the --overwrite run did not reach its rename"
-kill -9 "$pid"
-wait "$pid" 2>/dev/null
+{ kill -9 "$pid" && wait "$pid"; } 2>/dev/null
 check "killed before its first checkpoint: the old run is set aside in .replaced_run, not removed" \
     '[ -d "$TMP/old/.replaced_run/step_00000004" ] && [ -f "$TMP/old/.replaced_run/log.jsonl" ] && [ ! -e "$TMP/old/step_00000004" ]'
 "$TRAIN" -o "$TMP/old" --resume >"$TMP/back.out" 2>&1
