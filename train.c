@@ -502,6 +502,10 @@ int main(int argc, char **argv) {
             printf("the run in %s is complete at step %llu; pass --steps N (N > %llu) to train further\n", run_dir,
                    (unsigned long long)start_step, (unsigned long long)start_step);
             release_run_dir();
+            model_destroy(&model);
+            dataloader_close(train);
+            if (val) dataloader_close(val);
+            if (tok) tokenizer_close(tok);
             return 0;
         }
     } else {

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "persist/hf_config.h"
@@ -317,8 +318,10 @@ int checkpoint_check_files(const char *dir, char *err, size_t errlen) {
     char path[CHECKPOINT_PATH_MAX + 32];
     for (int i = 0; i < N_FILES; i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, FILES[i]);
-        if (!fs_exists(path)) {
-            snprintf(err, errlen, "%s is missing", path);
+        struct stat st;
+        if (lstat(path, &st) != 0) {
+            if (errno == ENOENT) snprintf(err, errlen, "%s is missing", path);
+            else snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
             return -1;
         }
     }
