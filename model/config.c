@@ -17,6 +17,7 @@
 #include "model/config_options.h"
 #include "model/config_rope.h"
 #include "util/fsutil.h"
+#include "util/utf8.h"
 
 #define M_(field) 1, offsetof(ModelConfig, field), 0
 #define T_(field) 0, offsetof(TrainConfig, field), 0
@@ -52,7 +53,7 @@ const Option CONFIG_OPTIONS[] = {
      "(off); the same bits either way; the CPU ignores it"},
     {"batch_size", 'b', OPT_INT, T_(batch_size), 1, 1 << 20, NULL, "4", "sequences per micro-batch B"},
     {"seq_len", 't', OPT_INT, T_(seq_len), 1, 1 << 24, NULL, "256", "sequence length T"},
-    {"total_batch_tokens", 0, OPT_INT64, T_(total_batch_tokens), 0, BIG, NULL, "0",
+    {"total_batch_tokens", 0, OPT_INT64, T_(total_batch_tokens), 0, 9e15, NULL, "0",
      "tokens per optimizer step, a multiple of B*T (0: B*T); the rest is gradient accumulation"},
     {"steps", 'n', OPT_INT, T_(steps), 0, 99999999, NULL, "100",
      "optimizer steps (0: write the initial weights as checkpoint step_00000000 and exit)"},
@@ -145,6 +146,12 @@ static int set_string(const Option *o, Config *cfg, const char *s, const char *w
         snprintf(err, errlen, "%s: %s is longer than %zu characters", where, o->key, o->size - 1);
         return -1;
     }
+    const long bad = utf8_invalid_at(s);
+    if (bad >= 0) { /* the run's train_config.json, JSON text, could not hold it */
+        snprintf(err, errlen, "%s: %s is not UTF-8 text (byte %ld, 0x%02x, is not part of a UTF-8 character)", where,
+                 o->key, bad + 1, (unsigned char)s[bad]);
+        return -1;
+    }
     memcpy(option_field(o, cfg), s, strlen(s) + 1);
     return 0;
 }
@@ -207,7 +214,7 @@ static int apply_rope_keys(Config *cfg, const cJSON *theta, const cJSON *scaling
 int config_load_file(Config *cfg, const char *path, char *err, size_t errlen) {
     size_t len;
     char inner[512];
-    char *text = fs_read_all(path, &len, inner, sizeof(inner));
+    char *text = fs_read_all(path, CONFIG_MAX_BYTES, &len, inner, sizeof(inner));
     if (!text) {
         snprintf(err, errlen, "config %s", inner); /* inner is "PATH: problem" */
         return -1;
@@ -582,6 +589,11 @@ int config_validate_model(const ModelConfig *m, const char *p, char *err, size_t
     return 0;
 }
 
+int64_t config_micro_steps(const TrainConfig *t) {
+    const int64_t micro_tokens = (int64_t)t->batch_size * t->seq_len;
+    return t->total_batch_tokens ? t->total_batch_tokens / micro_tokens : 1;
+}
+
 int config_validate(const Config *cfg, char *err, size_t errlen) {
     const ModelConfig *m = &cfg->model;
     const TrainConfig *t = &cfg->train;
@@ -603,8 +615,11 @@ int config_validate(const Config *cfg, char *err, size_t errlen) {
                  p, (long long)t->total_batch_tokens, (long long)bt);
         return -1;
     }
-    if (t->steps > 0 && t->warmup_steps > t->steps) {
-        snprintf(err, errlen, "config %s: warmup_steps (%d) exceeds steps (%d)", p, t->warmup_steps, t->steps);
+    if (config_micro_steps(t) > INT_MAX) {
+        snprintf(err, errlen, "config %s: total_batch_tokens (%lld) is %lld micro-batches of batch_size*seq_len (%d x "
+                 "%d) per step, more than the %d a step can count: lower total_batch_tokens or raise batch_size or "
+                 "seq_len", p, (long long)t->total_batch_tokens, (long long)config_micro_steps(t), t->batch_size,
+                 t->seq_len, INT_MAX);
         return -1;
     }
     if (!t->train_data[0]) {

@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 #define CONFIG_PATH_MAX 512
+/* The largest config file read: a config is a few hundred bytes. */
+#define CONFIG_MAX_BYTES ((size_t)1 << 20)
 
 typedef struct ModelConfig {
     int hidden_size;             /* D */
@@ -103,6 +105,9 @@ int config_apply_flags(Config *cfg, int argc, char **argv, const char **config_p
 
 /* Checks consistency of everything (shapes, ranges, batch arithmetic). 0 or -1 with a message. */
 int config_validate(const Config *cfg, char *err, size_t errlen);
+/* The micro-batches of one optimizer step: total_batch_tokens / (batch_size*seq_len), or 1 when it is 0 (in 64 bits:
+ * config_validate checks that it fits an int). */
+int64_t config_micro_steps(const TrainConfig *t);
 /* The model part of config_validate (path: the file it came from, for the message). */
 int config_validate_model(const ModelConfig *m, const char *path, char *err, size_t errlen);
 
