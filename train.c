@@ -174,10 +174,9 @@ static void check_memory(const ModelConfig *mc, const Kernels *k, const TrainCon
     ModelMemory mem;
     if (model_memory(mc, k, t->batch_size, t->seq_len, &mem)) die("out of host memory for the model tables");
     /* the step's micro-batches, beside the model's own (counted with the activations) */
-    const int64_t micro_tokens = (int64_t)t->batch_size * t->seq_len;
-    const int accum = (int)((t->total_batch_tokens ? t->total_batch_tokens : micro_tokens) / micro_tokens);
-    mem.activations = size_add(mem.activations, train_step_bytes(t->batch_size, t->seq_len, accum));
-    mem.total = size_add(mem.total, train_step_bytes(t->batch_size, t->seq_len, accum));
+    const size_t slots = train_step_bytes(t->batch_size, t->seq_len, (int)config_micro_steps(t));
+    mem.activations = size_add(mem.activations, slots);
+    mem.total = size_add(mem.total, slots);
     const size_t snapshot = checkpoint_snapshot_bytes(mem.n_params);
     const int on_host = k->device_name == NULL; /* the snapshot is in the backend's own memory */
     if (on_host) mem.total = size_add(mem.total, snapshot);
