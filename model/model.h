@@ -135,6 +135,31 @@ void model_backward(Model *m, int B, int T, int micro);
 /* Logits of the last row of the last forward, into host logits[V]. */
 void model_last_logits(Model *m, int B, int T, float *logits);
 
+/* Generation with a KV cache (model/kv_cache.c): the post-RoPE keys and the values of every layer for the positions
+ * 0 .. len-1 of one sequence, so that a new token runs through the model alone (docs/DESIGN.md, "Generation with a
+ * KV cache"). */
+typedef struct KvCache {
+    const Kernels *k;
+    void *buf;          /* one backend buffer: per layer K then V, each [capacity, Hkv*hd] act */
+    size_t layer_elems; /* capacity * Hkv * hd */
+    int capacity;       /* the positions it can hold: the model's T (its RoPE tables' rows) */
+    int len;            /* the positions it holds */
+} KvCache;
+
+/* An empty cache for m's longest sequence (m->T positions), in the backend's memory. Returns 0, or -1 when that
+ * memory cannot hold it (cache is then empty and kv_cache_destroy is a no-op). */
+int kv_cache_create(KvCache *cache, const Model *m);
+void kv_cache_destroy(KvCache *cache);
+/* Layer l's K and V buffers. */
+void *kv_cache_keys(const KvCache *cache, int l);
+void *kv_cache_values(const KvCache *cache, int l);
+
+/* Runs the n tokens (host ids) at positions cache->len .. cache->len + n - 1 through the model, attending to the
+ * cached positions and to each other causally; appends their keys and values (cache->len grows by n) and writes
+ * the logits of the last into host logits[V]. With an empty cache this is model_forward of one sequence of n
+ * tokens (the prefill); then one token at a time. Needs cache->len + n <= cache->capacity and n <= m->B * m->T. */
+void model_decode(Model *m, KvCache *cache, const int32_t *tokens, int n, float *logits);
+
 /* Starts an optimizer step's gradients: zeroes every gradient that the backward adds to (all but the block weights',
  * which the MICRO_FIRST backward writes). */
 void model_zero_grads(Model *m);
