@@ -48,7 +48,8 @@ static void test_ops(int T, int Hq, int Hkv, int hd) {
         for (int c = 0; c < width; c++) {
             const float kv = K[(size_t)p * width + c], vv = V[(size_t)p * width + c];
             if (p < T)
-                copied &= kv == qkv[(size_t)p * Nqkv + Hq * hd + c] && vv == qkv[(size_t)p * Nqkv + (Hq + Hkv) * hd + c];
+                copied &= kv == qkv[(size_t)p * Nqkv + Hq * hd + c] &&
+                          vv == qkv[(size_t)p * Nqkv + (Hq + Hkv) * hd + c];
             else
                 untouched &= isnan(kv) && isnan(vv);
         }
@@ -73,7 +74,8 @@ static void set_random_weights(Model *m, uint64_t seed) {
     for (int vi = 0; vi < m->table.n_views; vi++) {
         const ParamView *v = &m->table.views[vi];
         if (v->rows == 1)
-            for (int j = 0; j < v->cols; j++) w[v->offset + j] = (float)(1 + 0.3 * rng_normal_at(seed + 1, v->offset + j));
+            for (int j = 0; j < v->cols; j++)
+                w[v->offset + j] = (float)(1 + 0.3 * rng_normal_at(seed + 1, v->offset + j));
     }
     model_set_master(m, w, 0, n);
     free(w);
@@ -141,7 +143,8 @@ static void test_sampler(int T, int n_new) {
     }
     set_random_weights(&m, 31);
     const int n0 = 3;
-    int32_t *ids = malloc((size_t)(n0 + n_new) * sizeof(int32_t)), *want = malloc((size_t)(n0 + n_new) * sizeof(int32_t));
+    int32_t *ids = malloc((size_t)(n0 + n_new) * sizeof(int32_t));
+    int32_t *want = malloc((size_t)(n0 + n_new) * sizeof(int32_t));
     float *logits = malloc(256 * sizeof(float));
     for (int i = 0; i < n0; i++) ids[i] = want[i] = 'A' + i;
     for (int n = n0; n < n0 + n_new; n++) {
