@@ -140,6 +140,7 @@ static size_t plan_arena(Model *m, char *base) {
     m->dy = take(&cv, M, Dq, ab);
     m->c = take(&cv, M, 1, 4);
     m->logits_row = take(&cv, V, 1, 4);
+    m->kv_cache = take(&cv, (size_t)2 * c->num_hidden_layers * m->T, (size_t)c->num_key_value_heads * c->head_dim, ab);
     return cv.used;
 }
 

@@ -79,6 +79,7 @@ typedef struct Model {
     void *dy;                   /* [M, Hq*hd] */
     float *c;                   /* [M] RMSNorm-backward row scalars */
     float *logits_row;          /* [V] fp32, for sampling */
+    void *kv_cache;             /* [2 L, T, Hkv*hd] per layer K then V: the KV cache of generation (model_decode) */
     float *host_losses;         /* [M] host copy */
     /* global-norm clipping: the block weights' gradients come from gemm_dw, which leaves their sums of squares on
      * the last micro-batch; every other gradient (embedding, LM head, norms) lies in the runs below */
@@ -137,19 +138,17 @@ void model_last_logits(Model *m, int B, int T, float *logits);
 
 /* Generation with a KV cache (model/kv_cache.c): the post-RoPE keys and the values of every layer for the positions
  * 0 .. len-1 of one sequence, so that a new token runs through the model alone (docs/DESIGN.md, "Generation with a
- * KV cache"). */
+ * KV cache"). Its buffer is the model's kv_cache (in the arena, so the memory preflight counts it): one sequence at
+ * a time per model. */
 typedef struct KvCache {
-    const Kernels *k;
-    void *buf;          /* one backend buffer: per layer K then V, each [capacity, Hkv*hd] act */
-    size_t layer_elems; /* capacity * Hkv * hd */
+    void *buf;          /* the model's kv_cache: per layer K then V, each [capacity, Hkv*hd] act */
+    size_t layer_bytes; /* of one layer's K (or V) */
     int capacity;       /* the positions it can hold: the model's T (its RoPE tables' rows) */
     int len;            /* the positions it holds */
 } KvCache;
 
-/* An empty cache for m's longest sequence (m->T positions), in the backend's memory. Returns 0, or -1 when that
- * memory cannot hold it (cache is then empty and kv_cache_destroy is a no-op). */
-int kv_cache_create(KvCache *cache, const Model *m);
-void kv_cache_destroy(KvCache *cache);
+/* An empty cache in m's buffer (what an earlier cache of m held is then overwritten as this one grows). */
+KvCache kv_cache_empty(const Model *m);
 /* Layer l's K and V buffers. */
 void *kv_cache_keys(const KvCache *cache, int l);
 void *kv_cache_values(const KvCache *cache, int l);

@@ -112,11 +112,10 @@ int sample_generate(Model *m, const Tokenizer *tok, int32_t *ids, int n, const S
     }
     for (int i = 0; i < n; i++)
         if (i > 0 || ids[i] != tokenizer_bos(tok)) emit(tok, ids[i], sink, ctx);
-    KvCache cache;
-    const int cached = kv_cache_create(&cache, m) == 0;
+    KvCache cache = kv_cache_empty(m);
     int g = 0;
     while (g < s->n_new) {
-        if (cached && n <= T) { /* the prompt at once, then each new token alone */
+        if (n <= T) { /* the prompt at once, then each new token alone */
             model_decode(m, &cache, ids + cache.len, n - cache.len, logits);
         } else { /* the last T ids, at positions 0 .. T-1 */
             int ctx_len = n < T ? n : T;
@@ -128,7 +127,6 @@ int sample_generate(Model *m, const Tokenizer *tok, int32_t *ids, int n, const S
         g++;
         if (ids[n++] == s->stop_id) break;
     }
-    kv_cache_destroy(&cache);
     free(logits);
     free(heap);
     return g;

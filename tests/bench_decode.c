@@ -96,11 +96,11 @@ int main(int argc, char **argv) {
         pos[i] = (int)p;
     }
     Model m;
-    KvCache cache;
-    if (model_create(&m, &c.model, k, 1, T, err, sizeof err) || kv_cache_create(&cache, &m)) {
-        fprintf(stderr, "error: %s: %s\n", argv[1], err[0] ? err : "out of memory for the KV cache");
+    if (model_create(&m, &c.model, k, 1, T, err, sizeof err)) {
+        fprintf(stderr, "error: %s: %s\n", argv[1], err);
         return 1;
     }
+    KvCache cache = kv_cache_empty(&m);
     model_init_weights(&m, 1);
     int32_t *tok = malloc((size_t)T * sizeof(int32_t));
     float *logits = malloc((size_t)c.model.vocab_size * sizeof(float));
@@ -144,7 +144,6 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("wrote %s\n", argv[3]);
-    kv_cache_destroy(&cache);
     model_destroy(&m);
     free(tok);
     free(logits);

@@ -96,9 +96,8 @@ static void test_model_decode(const char *label, ModelConfig c, int T, int prefi
     uint64_t rs = seed;
     for (int i = 0; i < T; i++) tok[i] = (int32_t)(rng_next(&rs) % V);
     float *ref = malloc((size_t)V * sizeof(float)), *got = malloc((size_t)V * sizeof(float));
-    KvCache cache;
-    CHECK(kv_cache_create(&cache, &m) == 0 && cache.capacity == T && cache.len == 0, "%s: an empty cache of %d "
-          "positions", label, T);
+    KvCache cache = kv_cache_empty(&m);
+    CHECK(cache.capacity == T && cache.len == 0, "%s: an empty cache of %d positions", label, T);
     double worst = 0;
     int positions = 0, len_ok = 1;
     for (int pos = 0; pos < T;) {
@@ -114,7 +113,6 @@ static void test_model_decode(const char *label, ModelConfig c, int T, int prefi
     }
     CHECK(len_ok && worst <= DECODE_TOL, "%s: T=%d, prefill %d then %d at a time: the logits at %d positions are "
           "model_forward's of the prefix (worst rel %.1e)", label, T, prefill, step, positions, worst);
-    kv_cache_destroy(&cache);
     free(tok);
     free(ref);
     free(got);

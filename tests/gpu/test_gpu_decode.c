@@ -80,12 +80,8 @@ static void test_model(const char *label, ModelConfig c, int T, int prefill, uin
     const int32_t *tok = rand_tokens(T, V);
     float *want = halloc((size_t)V * sizeof(float)), *got = halloc((size_t)V * sizeof(float));
     float *full = halloc((size_t)V * sizeof(float));
-    KvCache cc, gc;
-    if (kv_cache_create(&cc, &cpu) || kv_cache_create(&gc, &gpu)) {
-        CHECK(0, "%s: kv_cache_create", label);
-        return;
-    }
-    const size_t cache_elems = gc.layer_elems * 2 * c.num_hidden_layers;
+    KvCache cc = kv_cache_empty(&cpu), gc = kv_cache_empty(&gpu);
+    const size_t cache_elems = gc.layer_bytes / kg->act_bytes * 2 * c.num_hidden_layers;
     kg->act_from_f32(gc.buf, nan_f(cache_elems), cache_elems);
     double worst_cpu = 0, worst_full = 0;
     int positions = 0, finite = 1;
@@ -107,8 +103,6 @@ static void test_model(const char *label, ModelConfig c, int T, int prefill, uin
           worst_cpu, LOGIT_TOL);
     CHECK(finite && worst_full <= LOGIT_TOL, "%s: against this table's model_forward of each prefix: worst rel %.2e "
           "(tol %.0e)", label, worst_full, LOGIT_TOL);
-    kv_cache_destroy(&cc);
-    kv_cache_destroy(&gc);
     model_destroy(&cpu);
     model_destroy(&gpu);
     gpu_free_all();
