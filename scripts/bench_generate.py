@@ -15,7 +15,8 @@ needs no tokenizer file (the text it prints for ids past 255 is "<?>"; nothing r
   - transformers: LlamaForCausalLM in bf16 with attn_implementation="sdpa", generate(do_sample=False,
     max_new_tokens=N, min_new_tokens=N) (the EOS cannot end it early), timed with the host clock around the call
     after torch.cuda.synchronize on both sides. One warm-up call, then --runs calls.
-Each side's tokens/s is N / the median of its runs' seconds. Prints a Markdown table and writes --json (default
+Each side's tokens/s is N / the median of its runs' seconds. --device cpu runs both sides on the CPU instead (to try
+the script where there is no GPU; not the comparison the JSON is for). Prints a Markdown table and writes --json (default
 results/bench_generate.json): {"model", "prompt_tokens", "new_tokens", "ours_tokens_per_s", "hf_tokens_per_s",
 "gpu", "date"}.
 """
@@ -38,25 +39,26 @@ HF_MODEL_KEYS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_l
                  "hidden_act", "attention_bias", "mlp_bias")
 
 
-def random_model_dir(config_path):
+def random_model_dir(config_path, device):
     """A temporary Hugging Face directory with a random LlamaForCausalLM of the config's shape, in bf16."""
     from transformers import LlamaConfig, LlamaForCausalLM
     raw = json.load(open(config_path))
     cfg = LlamaConfig(**{k: raw[k] for k in HF_MODEL_KEYS if k in raw})
     torch.manual_seed(0)
-    with torch.device("cuda"):
+    with torch.device(device):
         model = LlamaForCausalLM(cfg).to(torch.bfloat16)
     out = tempfile.mkdtemp(prefix="bench_generate_")
-    model.save_pretrained(out, safe_serialization=True)
+    model.save_pretrained(out)  # safetensors, bf16
     del model
-    torch.cuda.empty_cache()
+    if device == "cuda":
+        torch.cuda.empty_cache()
     return out
 
 
-def ours(binary, model_dir, prompt, new_tokens, fusion, runs):
+def ours(binary, model_dir, prompt, new_tokens, device, fusion, runs):
     """Seconds of each of ./train --generate's runs (after one warm-up run)."""
     cmd = [binary, "--generate", model_dir, "--tokenizer", "byte", "--sample-prompt", prompt, "--sample-tokens",
-           str(new_tokens), "--temperature", "0", "-d", "cuda", "--fusion", fusion]
+           str(new_tokens), "--temperature", "0", "-d", device] + (["--fusion", fusion] if device == "cuda" else [])
     print("running:", " ".join(cmd), flush=True)
     seconds = []
     for i in range(runs + 1):
@@ -73,27 +75,30 @@ def ours(binary, model_dir, prompt, new_tokens, fusion, runs):
     return seconds
 
 
-def hf(model_dir, prompt_ids, new_tokens, runs):
+def synchronize(device):
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def hf(model_dir, prompt_ids, new_tokens, device, runs):
     """Seconds of each of transformers' generate calls (after one warm-up call)."""
     from transformers import LlamaForCausalLM
     model = LlamaForCausalLM.from_pretrained(model_dir, torch_dtype=torch.bfloat16, attn_implementation="sdpa")
-    model = model.to("cuda").eval()
-    ids = torch.tensor([prompt_ids], device="cuda")
+    model = model.to(device).eval()
+    ids = torch.tensor([prompt_ids], device=device)
     mask = torch.ones_like(ids)
     seconds = []
     for i in range(runs + 1):
-        torch.cuda.synchronize()
+        synchronize(device)
         t0 = time.perf_counter()
         with torch.inference_mode():
             out = model.generate(ids, attention_mask=mask, do_sample=False, max_new_tokens=new_tokens,
                                  min_new_tokens=new_tokens, pad_token_id=model.config.eos_token_id)
-        torch.cuda.synchronize()
+        synchronize(device)
         if out.shape[1] != len(prompt_ids) + new_tokens:
             sys.exit(f"transformers generated {out.shape[1] - len(prompt_ids)} tokens, not {new_tokens}")
         if i > 0:
             seconds.append(time.perf_counter() - t0)
-    del model
-    torch.cuda.empty_cache()
     return seconds
 
 
@@ -106,19 +111,25 @@ def main():
     ap.add_argument("--runs", type=int, default=5, help="timed runs of each side (after one warm-up)")
     ap.add_argument("--fusion", default="on", choices=("on", "off"))
     ap.add_argument("--binary", default="./train")
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"),
+                    help="cpu: both sides on the CPU (to try the script on a machine without a GPU)")
     ap.add_argument("--json", default="results/bench_generate.json")
     a = ap.parse_args()
-    gpu = torch.cuda.get_device_name()
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        sys.exit("bench_generate.py needs transformers: pip install transformers")
+    gpu = torch.cuda.get_device_name() if a.device == "cuda" else "none (CPU)"
     # Letters (each one id of the byte vocabulary), the same ids for both sides.
     prompt = "".join(chr(ord("a") + i % 26) for i in range(a.prompt_tokens))
     prompt_ids = [ord(ch) for ch in prompt]
-    model_dir = a.model or random_model_dir(a.config)
+    model_dir = a.model or random_model_dir(a.config, a.device)
     name = a.model or f"{a.config} (random weights)"
     print(f"GPU: {gpu}; torch {torch.__version__}; model {name}; prompt {a.prompt_tokens} tokens, "
           f"{a.new_tokens} new", flush=True)
     try:
-        ours_s = ours(a.binary, model_dir, prompt, a.new_tokens, a.fusion, a.runs)
-        hf_s = hf(model_dir, prompt_ids, a.new_tokens, a.runs)
+        ours_s = ours(a.binary, model_dir, prompt, a.new_tokens, a.device, a.fusion, a.runs)
+        hf_s = hf(model_dir, prompt_ids, a.new_tokens, a.device, a.runs)
     finally:
         if not a.model:
             shutil.rmtree(model_dir, ignore_errors=True)
@@ -130,7 +141,8 @@ def main():
           f"of {a.runs} runs after one warm-up")
     print("| method | tokens/s | ms/token | runs (s) |")
     print("| --- | ---: | ---: | --- |")
-    for label, rate, runs in ((f"./train --generate, KV cache, fusion {a.fusion}", ours_rate, ours_s),
+    ours_label = f"./train --generate, KV cache, fusion {a.fusion}" if a.device == "cuda" else "./train --generate, CPU"
+    for label, rate, runs in ((ours_label, ours_rate, ours_s),
                               ("transformers generate (bf16, SDPA, greedy)", hf_rate, hf_s)):
         print(f"| {label} | {rate:.1f} | {1e3 / rate:.2f} | {', '.join(f'{s:.2f}' for s in runs)} |")
     print(f"./train / transformers: {ours_rate / hf_rate:.2f}x")

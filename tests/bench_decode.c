@@ -5,7 +5,8 @@
  * first positions, and writes them as JSON.
  *
  *   build/tests/bench_decode CONFIG BACKEND OUT.json POSITION...
- *   BACKEND: cpu, cuda (fusion on) or cuda-unfused; each time is the median of at least 20 steps and 0.3 s.
+ *   BACKEND: cpu, cuda (fusion on) or cuda-unfused; each time is the median of at least 20 steps and 0.3 s, after 5
+ *   untimed steps.
  *   e.g.  make build/tests/bench_decode && build/tests/bench_decode configs/llama3_tiny.json cpu \
  *             results/bench_decode_cpu.json 32 240 */
 #include <stdio.h>
@@ -16,7 +17,7 @@
 #include "model/config.h"
 #include "model/model.h"
 
-enum { MAX_POSITIONS = 16, MIN_STEPS = 20 };
+enum { MAX_POSITIONS = 16, WARM_UP_STEPS = 5, MIN_STEPS = 20 };
 static const double MIN_SECONDS = 0.3;
 
 static double now(void) {
@@ -30,21 +31,27 @@ static int compare_doubles(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-/* The median seconds of one token at position pos: cached (the cache holds pos tokens before each step) or a full
- * recompute of pos + 1 tokens. */
+/* One token at position pos: cached (the cache holds pos tokens before the step) or a full recompute of pos + 1
+ * tokens. */
+static void token(Model *m, KvCache *cache, const int32_t *tok, int pos, int cached, float *logits) {
+    if (cached) {
+        cache->len = pos;
+        model_decode(m, cache, tok + pos, 1, logits);
+    } else {
+        model_forward(m, tok, 1, pos + 1);
+        model_last_logits(m, 1, pos + 1, logits);
+    }
+}
+
+/* The median seconds of token(), after WARM_UP_STEPS untimed. */
 static double time_token(Model *m, KvCache *cache, const int32_t *tok, int pos, int cached, float *logits) {
     double times[4096];
     int n = 0;
+    for (int i = 0; i < WARM_UP_STEPS; i++) token(m, cache, tok, pos, cached, logits);
     const double start = now();
     while (n < (int)(sizeof(times) / sizeof(times[0])) && (n < MIN_STEPS || now() - start < MIN_SECONDS)) {
         const double t0 = now();
-        if (cached) {
-            cache->len = pos;
-            model_decode(m, cache, tok + pos, 1, logits);
-        } else {
-            model_forward(m, tok, 1, pos + 1);
-            model_last_logits(m, 1, pos + 1, logits);
-        }
+        token(m, cache, tok, pos, cached, logits);
         times[n++] = now() - t0;
     }
     qsort(times, n, sizeof(double), compare_doubles);
@@ -117,8 +124,8 @@ int main(int argc, char **argv) {
         full[i] = time_token(&m, &cache, tok, pos[i], 0, logits);
     }
     const char *detail = k->detail ? k->detail : "";
-    printf("%s, backend %s%s%s, T %d; per token, median of >= %d steps and %.1f s:\n", argv[1], k->name,
-           detail[0] ? ", " : "", detail, T, MIN_STEPS, MIN_SECONDS);
+    printf("%s, backend %s%s%s, T %d; per token, median of >= %d steps and %.1f s after %d untimed:\n", argv[1],
+           k->name, detail[0] ? ", " : "", detail, T, MIN_STEPS, MIN_SECONDS, WARM_UP_STEPS);
     printf("| position | KV cache (ms/token) | full recompute (ms/token) |\n| ---: | ---: | ---: |\n");
     for (int i = 0; i < n_pos; i++) printf("| %d | %.3f | %.3f |\n", pos[i], cached[i] * 1e3, full[i] * 1e3);
     const double ratio = cached[n_pos - 1] / cached[0];
