@@ -11,7 +11,8 @@ needs no tokenizer file (the text it prints for ids past 255 is "<?>"; nothing r
 --new-tokens tokens (default 512).
   - ./train --generate DIR --tokenizer byte --temperature 0 -d cuda --fusion FUSION: its own count of the tokens
     and seconds from the prompt's forward to the last token (stderr: "generate: N tokens in S s"), after the model's
-    load; a run whose text stops early at the model's EOS fails the benchmark. One warm-up run, then --runs runs.
+    load; a run whose text stops early at the model's EOS fails the benchmark. One warm-up run, then --runs runs,
+    each a new process with CUDA_MODULE_LOADING=EAGER (its kernels load with the CUDA context, before the timing).
   - transformers: LlamaForCausalLM in bf16 with attn_implementation="sdpa", generate(do_sample=False,
     max_new_tokens=N, min_new_tokens=N) (the EOS cannot end it early), timed with the host clock around the call
     after torch.cuda.synchronize on both sides. One warm-up call, then --runs calls.
@@ -60,9 +61,12 @@ def ours(binary, model_dir, prompt, new_tokens, device, fusion, runs):
     cmd = [binary, "--generate", model_dir, "--tokenizer", "byte", "--sample-prompt", prompt, "--sample-tokens",
            str(new_tokens), "--temperature", "0", "-d", device] + (["--fusion", fusion] if device == "cuda" else [])
     print("running:", " ".join(cmd), flush=True)
+    # Each run is a new process: its kernels load with the CUDA context (before the model's load), not on their first
+    # launch inside the timed generation, as the warm-up call does for transformers.
+    env = dict(os.environ, CUDA_MODULE_LOADING="EAGER")
     seconds = []
     for i in range(runs + 1):
-        p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
         m = re.search(r"^generate: (\d+) tokens in ([0-9.]+) s", p.stderr, re.M)
         if p.returncode != 0 or not m:
             sys.exit(f"./train --generate failed:\n{p.stderr[-3000:]}")
@@ -147,7 +151,8 @@ def main():
         print(f"| {label} | {rate:.1f} | {1e3 / rate:.2f} | {', '.join(f'{s:.2f}' for s in runs)} |")
     print(f"./train / transformers: {ours_rate / hf_rate:.2f}x")
     print("method: ./train's own count from the prompt's forward to the last token (the prompt included, the model's "
-          "load not); transformers: the host clock around generate() between torch.cuda.synchronize calls")
+          "load not; CUDA_MODULE_LOADING=EAGER); transformers: the host clock around generate() between "
+          "torch.cuda.synchronize calls, after a warm-up call")
     record = {"model": name, "prompt_tokens": a.prompt_tokens, "new_tokens": a.new_tokens,
               "ours_tokens_per_s": round(ours_rate, 1), "hf_tokens_per_s": round(hf_rate, 1), "gpu": gpu,
               "date": date}
