@@ -17,9 +17,9 @@ needs no tokenizer file (the text it prints for ids past 255 is "<?>"; nothing r
     max_new_tokens=N, min_new_tokens=N) (the EOS cannot end it early), timed with the host clock around the call
     after torch.cuda.synchronize on both sides. One warm-up call, then --runs calls.
 Each side's tokens/s is N / the median of its runs' seconds. --device cpu runs both sides on the CPU instead (to try
-the script where there is no GPU; not the comparison the JSON is for). Prints a Markdown table and writes --json (default
-results/bench_generate.json): {"model", "prompt_tokens", "new_tokens", "ours_tokens_per_s", "hf_tokens_per_s",
-"gpu", "date"}.
+the script where there is no GPU; not the comparison the JSON is for). Prints a Markdown table and writes --json
+(default results/bench_generate.json): {"model", "prompt_tokens", "new_tokens", "ours_tokens_per_s",
+"hf_tokens_per_s", "gpu", "date"}.
 """
 import argparse
 import json
