@@ -106,7 +106,7 @@ typedef struct Kernels {
     /* Causal grouped-query attention on qkv [B*T, (Hq+2Hkv)*hd] (Z_qkv after RoPE): y [B*T, Hq*hd], lse [B,Hq,T]. */
     void (*attention_forward)(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
 
-    /* ---- generation with a KV cache (model/kv_cache.h) ----
+    /* ---- generation with a KV cache (model.h's model_decode) ----
      * A layer's cache is two act buffers K, V [T_max, Hkv*hd]: row p holds the post-RoPE keys (the qkv columns
      * [Hq*hd, (Hq+Hkv)*hd)) and the values (the columns [(Hq+Hkv)*hd, (Hq+2Hkv)*hd)) of the token at position p.
      * The new rows' RoPE at positions pos0.. comes from gemm_rope given the tables from row pos0 on and T = M. */

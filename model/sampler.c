@@ -118,9 +118,8 @@ int sample_generate(Model *m, const Tokenizer *tok, int32_t *ids, int n, const S
         if (n <= T) { /* the prompt at once, then each new token alone */
             model_decode(m, &cache, ids + cache.len, n - cache.len, logits);
         } else { /* the last T ids, at positions 0 .. T-1 */
-            int ctx_len = n < T ? n : T;
-            model_forward(m, ids + n - ctx_len, 1, ctx_len);
-            model_last_logits(m, 1, ctx_len, logits);
+            model_forward(m, ids + n - T, 1, T);
+            model_last_logits(m, 1, T, logits);
         }
         ids[n] = draw(logits, V, s, heap, rng);
         emit(tok, ids[n], sink, ctx);
