@@ -62,7 +62,7 @@ ifeq ($(USE_CUDA),1)
   GPU_TEST_BINS += $(patsubst tests/gpu/%.cu,$(BUILD)/tests/gpu/%,$(wildcard tests/gpu/*.cu))
 endif
 
-.PHONY: all test test-gpu gpu-tests fuzz fuzz-ci fuzz-build fuzz-seeds data data-code deps clean
+.PHONY: all test test-gpu gpu-tests bench-decode fuzz fuzz-ci fuzz-build fuzz-seeds data data-code deps clean
 all: $(TRAIN_BIN)
 
 # The C compiler and its flags (with -DWITH_CUDA or not) as the C objects were built with: rewritten when they change,
@@ -111,6 +111,11 @@ endif
 # Every GPU test, on a machine with a Hopper GPU; the last line is "N passed, N failed".
 test-gpu: gpu-tests
 	bash tests/gpu/run_gpu_tests.sh
+
+# The time of a generated token at positions 32 and 240 of the tiny config (context 256) on the CPU, through the KV
+# cache and through a full recompute (tests/bench_decode.c): a table, and results/bench_decode_cpu.json.
+bench-decode: $(BUILD)/tests/bench_decode
+	$(BUILD)/tests/bench_decode configs/llama3_tiny.json cpu results/bench_decode_cpu.json 32 240
 
 # The fuzz harnesses (tests/fuzz): libFuzzer with ASan and UBSan, on the CPU sources built again with clang (and its
 # OpenMP; the harnesses run with one thread).

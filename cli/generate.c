@@ -93,8 +93,8 @@ int generation_run(Generation *g, const TrainConfig *t, const Kernels *k, FILE *
         snprintf(err, errlen, "--generate: cannot write the text to the output");
         return -1;
     }
-    fprintf(stderr, "generate: %d tokens in %.2f s: %.1f tokens/s (every token recomputes its whole context: no KV "
-            "cache)\n", n, seconds, n / seconds);
+    fprintf(stderr, "generate: %d tokens in %.2f s: %.1f tokens/s (the prompt of %d tokens included)\n", n, seconds,
+            n / seconds, g->n_ids);
     return 0;
 }
 

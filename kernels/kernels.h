@@ -131,6 +131,22 @@ typedef struct Kernels {
     /* Causal grouped-query attention on qkv [B*T, (Hq+2Hkv)*hd] (Z_qkv after RoPE): y [B*T, Hq*hd], lse [B,Hq,T]. */
     void (*attention_forward)(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
 
+    /* ---- generation with a KV cache (model.h's model_decode) ----
+     * A layer's cache is two act buffers K, V [T_max, Hkv*hd]: row p holds the post-RoPE keys (the qkv columns
+     * [Hq*hd, (Hq+Hkv)*hd)) and the values (the columns [(Hq+Hkv)*hd, (Hq+2Hkv)*hd)) of the token at position p.
+     * The new rows' RoPE at positions pos0.. comes from gemm_rope given the tables from row pos0 on and T = M. */
+
+    /* K[pos0 + i] = the K columns of qkv[i], V[pos0 + i] = its V columns, for i < M (qkv [M, (Hq+2Hkv)*hd]). */
+    void (*kv_cache_append)(const void *qkv, void *K, void *V, int pos0, int M, int Hq, int Hkv, int hd);
+
+    /* Attention of M new query rows at positions pos0 + i against the cache that holds them (kv_cache_append first):
+     * for query head h (KV head g = h / (Hq/Hkv)) of row i, with q = qkv[i, h*hd .. (h+1)*hd) and
+     * s_j = <q, K[j, g*hd ..]> / sqrt(hd) for j <= pos0 + i (causal):
+     * y[i, h*hd + d] = sum_j softmax(s)_j V[j, g*hd + d]. qkv [M, (Hq+2Hkv)*hd], y [M, Hq*hd]. With pos0 = 0 this is
+     * attention_forward of one sequence of M tokens (its lse aside). */
+    void (*attention_cached)(const void *qkv, const void *K, const void *V, void *y, int pos0, int M, int Hq,
+                             int Hkv, int hd);
+
     /* LM head and cross-entropy, without the caller materializing logits: logits = r * (O . W^T), O [M,K],
      * W [V,K]. loss[m] = logsumexp(logits[m]) - logits[m, targets[m]] (fp32, per row). Every target must be in
      * [0, V) (the data loader checks). */

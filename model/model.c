@@ -13,7 +13,9 @@
  * epilogue of each data-gradient GEMM (gemm_norm_backward) accumulating into the residual-stream gradient dres.
  * O and act are not saved per layer: a weight gradient takes x and gamma instead of O (gemm_dw's column scale) and
  * the SwiGLU backward writes act again (docs/DESIGN.md, "Memory"). The block weights' gradients are written by the
- * first micro-batch's gemm_dw and report their sums of squares on the last, for global-norm clipping. */
+ * first micro-batch's gemm_dw and report their sums of squares on the last, for global-norm clipping.
+ * Generation runs the same forward on new tokens at later positions, with their keys and values kept in a KV cache
+ * (kv_cache_append) and their attention against it (attention_cached): model_decode. */
 #include "model/model.h"
 
 #include <math.h>
@@ -138,6 +140,7 @@ static size_t plan_arena(Model *m, char *base) {
     m->dy = take(&cv, M, Dq, ab);
     m->c = take(&cv, M, 1, 4);
     m->logits_row = take(&cv, V, 1, 4);
+    m->kv_cache = take(&cv, (size_t)2 * c->num_hidden_layers * m->T, (size_t)c->num_key_value_heads * c->head_dim, ab);
     return cv.used;
 }
 
@@ -431,17 +434,17 @@ static void block_output(Model *m, int l, void **x, float **r) {
     }
 }
 
-void model_forward(Model *m, const int32_t *tokens, int B, int T) {
-    model_batch_load(m, &m->batch, tokens, NULL, B * T);
-    model_forward_batch(m, &m->batch, B, T);
-}
-
-void model_forward_batch(Model *m, const ModelBatch *b, int B, int T) {
+/* The forward of B sequences of T tokens of batch b; with a cache (B = 1) the tokens are at positions pos0 =
+ * cache->len on: their RoPE angles are the tables' rows from pos0 on, their keys and values are appended to the
+ * cache, and after the prefill (pos0 > 0) their attention reads the cache. */
+static void forward_rows(Model *m, const ModelBatch *b, int B, int T, KvCache *cache) {
     const Kernels *k = m->k;
     const ModelConfig *c = &m->cfg;
     int M = B * T, D = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;
     int Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, Nqkv = config_qkv_dim(c);
     float eps = (float)c->rms_norm_eps;
+    const int pos0 = cache ? cache->len : 0;
+    const float *rope_cos = m->rope_cos + (size_t)pos0 * (hd / 2), *rope_sin = m->rope_sin + (size_t)pos0 * (hd / 2);
     LayerActs *a0 = &m->layers[0];
     k->embed_norm(b->tokens, W(m, PARAM_EMBED, -1), gamma_of(m, PARAM_ATTN_NORM, 0), eps, a0->x, m->O, a0->r1, M, D);
     for (int l = 0; l < c->num_hidden_layers; l++) {
@@ -451,14 +454,33 @@ void model_forward_batch(Model *m, const ModelBatch *b, int B, int T) {
         block_output(m, l, &x_next, &r_next);
         const float *g_next = l + 1 < c->num_hidden_layers ? gamma_of(m, PARAM_ATTN_NORM, l + 1)
                                                            : gamma_of(m, PARAM_FINAL_NORM, -1);
-        k->gemm_rope(m->O, W(m, PARAM_WQKV, l), a->r1, m->rope_cos, m->rope_sin, a->qkv, M, Nqkv, D,
-                     (Hq + Hkv) * hd, hd, T);
-        k->attention_forward(a->qkv, a->y, a->lse, B, T, Hq, Hkv, hd);
+        k->gemm_rope(m->O, W(m, PARAM_WQKV, l), a->r1, rope_cos, rope_sin, a->qkv, M, Nqkv, D, (Hq + Hkv) * hd, hd,
+                     T);
+        if (cache) k->kv_cache_append(a->qkv, kv_cache_keys(cache, l), kv_cache_values(cache, l), pos0, M, Hq, Hkv, hd);
+        if (cache && pos0 > 0)
+            k->attention_cached(a->qkv, kv_cache_keys(cache, l), kv_cache_values(cache, l), a->y, pos0, M, Hq, Hkv,
+                                hd);
+        else
+            k->attention_forward(a->qkv, a->y, a->lse, B, T, Hq, Hkv, hd);
         k->gemm_residual_norm(a->y, W(m, PARAM_WO, l), a->x, gamma_of(m, PARAM_MLP_NORM, l), eps, a->h, m->O, a->r2,
                               M, D, Hq * hd);
         k->gemm_swiglu(m->O, W(m, PARAM_WGATEUP, l), a->r2, a->Zgu, m->act, M, F, D);
         k->gemm_residual_norm(m->act, W(m, PARAM_WDOWN, l), a->h, g_next, eps, x_next, m->O, r_next, M, D, F);
     }
+    if (cache) cache->len += M;
+}
+
+void model_forward(Model *m, const int32_t *tokens, int B, int T) {
+    model_batch_load(m, &m->batch, tokens, NULL, B * T);
+    forward_rows(m, &m->batch, B, T, NULL);
+}
+
+void model_forward_batch(Model *m, const ModelBatch *b, int B, int T) { forward_rows(m, b, B, T, NULL); }
+
+void model_decode(Model *m, KvCache *cache, const int32_t *tokens, int n, float *logits) {
+    model_batch_load(m, &m->batch, tokens, NULL, n);
+    forward_rows(m, &m->batch, 1, n, cache);
+    model_last_logits(m, 1, n, logits);
 }
 
 double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_scale) {

@@ -90,6 +90,7 @@ typedef struct Model {
     void *dy;                   /* [M, Hq*hd] */
     float *c;                   /* [M] RMSNorm-backward row scalars */
     float *logits_row;          /* [V] fp32, for sampling */
+    void *kv_cache;             /* [2 L, T, Hkv*hd] per layer K then V: the KV cache of generation (model_decode) */
     int32_t *host_batch;        /* a batch half being made: ids and their groups (token_groups_ints(M) + M) */
     int32_t *host_count;        /* [V + 1] the grouping's scratch */
     /* A step's results in backend memory (stats, fp64), read once per step: stats[0] the loss sum, then the
@@ -162,6 +163,29 @@ void model_loss_batch(Model *m, const ModelBatch *b, int B, int T, float grad_sc
 void model_backward_batch(Model *m, const ModelBatch *b, int B, int T, int micro);
 /* Logits of the last row of the last forward, into host logits[V]. */
 void model_last_logits(Model *m, int B, int T, float *logits);
+
+/* Generation with a KV cache (model/kv_cache.c): the post-RoPE keys and the values of every layer for the positions
+ * 0 .. len-1 of one sequence, so that a new token runs through the model alone (docs/DESIGN.md, "Generation with a
+ * KV cache"). Its buffer is the model's kv_cache (in the arena, so the memory preflight counts it): one sequence at
+ * a time per model. */
+typedef struct KvCache {
+    void *buf;          /* the model's kv_cache: per layer K then V, each [capacity, Hkv*hd] act */
+    size_t layer_bytes; /* of one layer's K (or V) */
+    int capacity;       /* the positions it can hold: the model's T (its RoPE tables' rows) */
+    int len;            /* the positions it holds */
+} KvCache;
+
+/* An empty cache in m's buffer (what an earlier cache of m held is then overwritten as this one grows). */
+KvCache kv_cache_empty(const Model *m);
+/* Layer l's K and V buffers. */
+void *kv_cache_keys(const KvCache *cache, int l);
+void *kv_cache_values(const KvCache *cache, int l);
+
+/* Runs the n tokens (host ids) at positions cache->len .. cache->len + n - 1 through the model, attending to the
+ * cached positions and to each other causally; appends their keys and values (cache->len grows by n) and writes
+ * the logits of the last into host logits[V]. With an empty cache this is model_forward of one sequence of n
+ * tokens (the prefill); then one token at a time. Needs cache->len + n <= cache->capacity and n <= m->B * m->T. */
+void model_decode(Model *m, KvCache *cache, const int32_t *tokens, int n, float *logits);
 
 /* Starts an optimizer step's gradients: zeroes every gradient that the backward adds to (all but the block weights',
  * which the MICRO_FIRST backward writes). */

@@ -1,4 +1,4 @@
-/* sampler.c: greedy, temperature and top-k sampling of a continuation of a prompt. */
+/* sampler.c: greedy, temperature and top-k sampling of a continuation of a prompt, through the KV cache. */
 #include "model/sampler.h"
 
 #include <math.h>
@@ -112,11 +112,15 @@ int sample_generate(Model *m, const Tokenizer *tok, int32_t *ids, int n, const S
     }
     for (int i = 0; i < n; i++)
         if (i > 0 || ids[i] != tokenizer_bos(tok)) emit(tok, ids[i], sink, ctx);
+    KvCache cache = kv_cache_empty(m);
     int g = 0;
     while (g < s->n_new) {
-        int ctx_len = n < T ? n : T;
-        model_forward(m, ids + n - ctx_len, 1, ctx_len);
-        model_last_logits(m, 1, ctx_len, logits);
+        if (n <= T) { /* the prompt at once, then each new token alone */
+            model_decode(m, &cache, ids + cache.len, n - cache.len, logits);
+        } else { /* the last T ids, at positions 0 .. T-1 */
+            model_forward(m, ids + n - T, 1, T);
+            model_last_logits(m, 1, T, logits);
+        }
         ids[n] = draw(logits, V, s, heap, rng);
         emit(tok, ids[n], sink, ctx);
         g++;

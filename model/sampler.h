@@ -1,5 +1,5 @@
-/* sampler.h: text generation from the model (full recompute of the context per token, no KV cache), for the samples
- * printed during training and for ./train --generate. */
+/* sampler.h: text generation from the model (the prompt in one forward, then one token at a time from a KV cache),
+ * for the samples printed during training and for ./train --generate. */
 #ifndef SAMPLER_H
 #define SAMPLER_H
 
@@ -25,8 +25,10 @@ int sample_prompt_ids(const Tokenizer *tok, const char *prompt, int V, int extra
 typedef void (*SampleSink)(const char *piece, size_t len, void *ctx);
 
 /* Generates up to s->n_new tokens after the n prompt ids (ids has room for n + s->n_new), drawing from *rng, and
- * passes the pieces of the prompt and of each new token to sink. The context is the last m->T ids. Returns the number
- * of tokens generated (fewer than n_new after stop_id), or -1 when out of memory. */
+ * passes the pieces of the prompt and of each new token to sink. The context is the last m->T ids: while the text
+ * fits in m->T, the prompt runs in one forward and each new token alone against the model's KV cache (model_decode);
+ * beyond that each token recomputes its context of the last m->T ids.
+ * Returns the number of tokens generated (fewer than n_new after stop_id), or -1 when out of memory. */
 int sample_generate(Model *m, const Tokenizer *tok, int32_t *ids, int n, const SampleSettings *s, uint64_t *rng,
                     SampleSink sink, void *ctx);
 

@@ -26,16 +26,7 @@ typedef struct MemoryCase {
 
 /* A model config of the given shape (the rest as the small model's). */
 static inline ModelConfig memory_case_config(int D, int F, int L, int Hq, int Hkv, int hd, int V, int tied) {
-    ModelConfig c = small_model_config(tied);
-    c.hidden_size = D;
-    c.intermediate_size = F;
-    c.num_hidden_layers = L;
-    c.num_attention_heads = Hq;
-    c.num_key_value_heads = Hkv;
-    c.head_dim = hd;
-    c.vocab_size = V;
-    c.max_position_embeddings = 1 << 20;
-    return c;
+    return small_model_shape(D, F, L, Hq, Hkv, hd, V, tied);
 }
 
 /* The case on k, in this process; PASS/FAIL lines. The estimate may exceed the peak by tolerance * estimate. */

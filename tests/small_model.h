@@ -26,4 +26,18 @@ static inline ModelConfig small_model_config(int tied) {
     return c;
 }
 
+/* A config of the given shape, the rest as the small model's, with positions up to 2^20. */
+static inline ModelConfig small_model_shape(int D, int F, int L, int Hq, int Hkv, int hd, int V, int tied) {
+    ModelConfig c = small_model_config(tied);
+    c.hidden_size = D;
+    c.intermediate_size = F;
+    c.num_hidden_layers = L;
+    c.num_attention_heads = Hq;
+    c.num_key_value_heads = Hkv;
+    c.head_dim = hd;
+    c.vocab_size = V;
+    c.max_position_embeddings = 1 << 20;
+    return c;
+}
+
 #endif

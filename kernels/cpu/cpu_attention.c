@@ -1,4 +1,5 @@
-/* cpu_attention.c: causal grouped-query attention, forward and backward, naive per (batch, head, query) in fp32. */
+/* cpu_attention.c: causal grouped-query attention, forward and backward, naive per (batch, head, query) in fp32;
+ * and generation's: the KV cache's append and the attention of new rows against it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,27 @@ static void axpy_f32(float *restrict y, float a, const float *x, int n) {
  * backward reproduces the forward's probabilities. */
 static float score(const AttnShape *s, const float *q, const float *k) { return s->scale * dot_f32(q, k, s->hd); }
 
+/* Query q against the n keys k_j = kbase + j*ld and values v_j = vbase + j*ld: y = softmax(s) . V with the scores
+ * s_j of score() (p: n floats of scratch). Returns the log-sum-exp of the scores. */
+static float attend(const AttnShape *s, const float *q, const float *kbase, const float *vbase, size_t ld, int n,
+                    float *p, float *y) {
+    float pmax = -INFINITY;
+    for (int j = 0; j < n; j++) {
+        p[j] = score(s, q, kbase + j * ld);
+        pmax = fmaxf(pmax, p[j]);
+    }
+    double sum = 0.0;
+    for (int j = 0; j < n; j++) {
+        p[j] = expf(p[j] - pmax);
+        sum += p[j];
+    }
+    memset(y, 0, (size_t)s->hd * sizeof(float));
+    for (int j = 0; j < n; j++) axpy_f32(y, p[j], vbase + j * ld, s->hd);
+    const float inv_sum = (float)(1.0 / sum);
+    for (int d = 0; d < s->hd; d++) y[d] *= inv_sum;
+    return (float)(pmax + log(sum));
+}
+
 void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd) {
     const AttnShape s = attn_shape(Hq, Hkv, hd);
     const float *qkvf = qkv;
@@ -50,25 +72,39 @@ void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, i
             for (int h = 0; h < Hq; h++) {
                 const float *base = qkvf + (size_t)b * T * s.ld_qkv;
                 const size_t kc = k_col(&s, h / group), vc = v_col(&s, h / group);
-                for (int i = 0; i < T; i++) {
-                    const float *q = base + i * s.ld_qkv + q_col(&s, h);
-                    float pmax = -INFINITY;
-                    for (int j = 0; j <= i; j++) {
-                        p[j] = score(&s, q, base + j * s.ld_qkv + kc);
-                        pmax = fmaxf(pmax, p[j]);
-                    }
-                    double sum = 0.0;
-                    for (int j = 0; j <= i; j++) {
-                        p[j] = expf(p[j] - pmax);
-                        sum += p[j];
-                    }
-                    float *yi = yf + ((size_t)b * T + i) * s.ld_y + q_col(&s, h);
-                    memset(yi, 0, (size_t)hd * sizeof(float));
-                    for (int j = 0; j <= i; j++) axpy_f32(yi, p[j], base + j * s.ld_qkv + vc, hd);
-                    const float inv_sum = (float)(1.0 / sum);
-                    for (int d = 0; d < hd; d++) yi[d] *= inv_sum;
-                    lse[((size_t)b * Hq + h) * T + i] = (float)(pmax + log(sum));
-                }
+                for (int i = 0; i < T; i++)
+                    lse[((size_t)b * Hq + h) * T + i] =
+                        attend(&s, base + i * s.ld_qkv + q_col(&s, h), base + kc, base + vc, s.ld_qkv, i + 1, p,
+                               yf + ((size_t)b * T + i) * s.ld_y + q_col(&s, h));
+            }
+        cpu_free(p);
+    }
+}
+
+void cpu_kv_cache_append(const void *qkv, void *K, void *V, int pos0, int M, int Hq, int Hkv, int hd) {
+    const AttnShape s = attn_shape(Hq, Hkv, hd);
+    const size_t width = (size_t)Hkv * hd;
+    for (int i = 0; i < M; i++) {
+        const float *row = (const float *)qkv + i * s.ld_qkv;
+        memcpy((float *)K + (pos0 + i) * width, row + k_col(&s, 0), width * sizeof(float));
+        memcpy((float *)V + (pos0 + i) * width, row + v_col(&s, 0), width * sizeof(float));
+    }
+}
+
+void cpu_attention_cached(const void *qkv, const void *K, const void *V, void *y, int pos0, int M, int Hq, int Hkv,
+                          int hd) {
+    const AttnShape s = attn_shape(Hq, Hkv, hd);
+    const size_t width = (size_t)Hkv * hd;
+    const int group = Hq / Hkv;
+#pragma omp parallel
+    {
+        float *p = cpu_scratch(cpu_attention_row_bytes((size_t)pos0 + M));
+#pragma omp for collapse(2) schedule(static)
+        for (int i = 0; i < M; i++)
+            for (int h = 0; h < Hq; h++) {
+                const size_t kv = (size_t)(h / group) * hd;
+                attend(&s, (const float *)qkv + i * s.ld_qkv + q_col(&s, h), (const float *)K + kv,
+                       (const float *)V + kv, width, pos0 + i + 1, p, (float *)y + i * s.ld_y + q_col(&s, h));
             }
         cpu_free(p);
     }

@@ -76,14 +76,18 @@ void cpu_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void
     }
 }
 
+/* Sampling's logits (M = 1 when generating): tasks of one row and CPU_COL_BLOCK columns, so that every thread has
+ * a share of the vocabulary. */
 void cpu_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K) {
-#pragma omp parallel for schedule(static)
-    for (int m0 = 0; m0 < M; m0 += CPU_ROW_BLOCK) {
-        const int rows = cpu_min(CPU_ROW_BLOCK, M - m0);
-        cpu_gemm_xwt((const float *)O + (size_t)m0 * K, W, Y + (size_t)m0 * N, rows, N, K);
-        for (int m = m0; m < m0 + rows; m++)
-            for (int n = 0; n < N; n++) Y[(size_t)m * N + n] *= r[m];
-    }
+    enum { CPU_COL_BLOCK = 1024 };
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int m = 0; m < M; m++)
+        for (int n0 = 0; n0 < N; n0 += CPU_COL_BLOCK) {
+            const int cols = cpu_min(CPU_COL_BLOCK, N - n0);
+            float *y = Y + (size_t)m * N + n0;
+            cpu_gemm_xwt((const float *)O + (size_t)m * K, (const float *)W + (size_t)n0 * K, y, 1, cols, K);
+            for (int n = 0; n < cols; n++) y[n] *= r[m];
+        }
 }
 
 /* Cross-entropy of one row of logits z [V] (already scaled by r). Returns lse - z[target]; if dz != NULL also writes

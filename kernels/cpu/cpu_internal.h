@@ -32,7 +32,7 @@ static inline size_t cpu_lm_grad_bytes(size_t M, size_t V) { return size_mul(siz
 static inline size_t cpu_lm_c_bytes(size_t M) { return size_mul(M > 0 ? M : 1, sizeof(float)); }
 /* sum_squares' partial sums of n values */
 size_t cpu_sum_squares_bytes(size_t n);
-/* attention_forward's scores of one query: T floats per thread */
+/* attention_forward's and attention_cached's scores of one query: T floats per thread (the keys it sees) */
 static inline size_t cpu_attention_row_bytes(size_t T) { return size_mul(T, sizeof(float)); }
 
 /* The most scratch the ops hold at once for a model of these shapes (kernels.h workspace_bytes). */
@@ -96,6 +96,9 @@ void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, i
 void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
                             const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
                             int Hkv, int hd);
+void cpu_kv_cache_append(const void *qkv, void *K, void *V, int pos0, int M, int Hq, int Hkv, int hd);
+void cpu_attention_cached(const void *qkv, const void *K, const void *V, void *y, int pos0, int M, int Hq, int Hkv,
+                          int hd);
 
 void cpu_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
                             const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K);

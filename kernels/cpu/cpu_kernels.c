@@ -24,6 +24,8 @@ const Kernels kernels_cpu = {
     .gemm_swiglu = cpu_gemm_swiglu,
     .gemm_rowscale = cpu_gemm_rowscale,
     .attention_forward = cpu_attention_forward,
+    .kv_cache_append = cpu_kv_cache_append,
+    .attention_cached = cpu_attention_cached,
     .lm_head_loss = cpu_lm_head_loss,
     .lm_head_train = cpu_lm_head_train,
 

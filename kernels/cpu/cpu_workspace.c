@@ -19,6 +19,7 @@ size_t cpu_workspace_bytes(const KernelShapes *s) {
     size_t most = size_max(norm_backward, lm_train);
     most = size_max(most, size_mul(threads, cpu_block_rows_bytes(F)));         /* gemm_swiglu_backward */
     most = size_max(most, size_mul(threads, cpu_block_rows_bytes(D)));         /* gemm_dw with a column scale: K = D */
-    most = size_max(most, size_mul(threads, cpu_attention_row_bytes((size_t)s->T))); /* attention_forward */
+    /* attention_forward, attention_cached (whose cache holds at most T positions) */
+    most = size_max(most, size_mul(threads, cpu_attention_row_bytes((size_t)s->T)));
     return size_max(most, cpu_sum_squares_bytes(s->n_params)); /* sum_squares (also gemm_dw's), at most n_params */
 }

@@ -31,6 +31,8 @@ extern "C" const Kernels kernels_cuda = {
     .gemm_swiglu = cuda_gemm_swiglu,
     .gemm_rowscale = cuda_gemm_rowscale,
     .attention_forward = cuda_attention_forward,
+    .kv_cache_append = cuda_kv_cache_append,
+    .attention_cached = cuda_attention_cached,
     .lm_head_loss = cuda_lm_head_loss,
     .lm_head_train = cuda_lm_head_train,
 

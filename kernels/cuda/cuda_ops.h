@@ -66,6 +66,11 @@ void cuda_attention_backward(const void *qkv, const void *y, const float *lse, c
                              const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
                              int Hkv, int hd);
 
+/* cuda_decode.cu: the KV cache of generation */
+void cuda_kv_cache_append(const void *qkv, void *K, void *V, int pos0, int M, int Hq, int Hkv, int hd);
+void cuda_attention_cached(const void *qkv, const void *K, const void *V, void *y, int pos0, int M, int Hq, int Hkv,
+                           int hd);
+
 /* cuda_embedding.cu */
 void cuda_embed_backward(const int32_t *tokens, const int32_t *groups, const void *dx, float *dE, int M, int D,
                          int V);
