@@ -433,7 +433,7 @@ int main(int argc, char **argv) {
     Config cfg;
     int rc = config_from_args(&cfg, argc, argv, err, sizeof(err));
     if (rc == 1) {
-        train_print_help(argv[0]);
+        train_print_help(argv[0], &cfg);
         return 0;
     }
     if (rc) die("%s", err);
