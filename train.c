@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cli/generate.h"
+#include "cli/progress.h"
 #include "cli/train_help.h"
 #include "data/dataloader.h"
 #include "data/meta.h"
@@ -588,6 +589,8 @@ int main(int argc, char **argv) {
     }
 
     install_signal_handlers();
+    Progress progress;
+    progress_start(&progress, (int)start_step + 1, t->steps, t->log_every, now_seconds());
     float grad_scale = (float)(1.0 / (double)step_tokens);
     int skipped = 0; /* steps skipped for a non-finite loss or gradient norm, since this process started */
     for (int step = (int)start_step + 1; step <= t->steps; step++) {
@@ -610,11 +613,16 @@ int main(int argc, char **argv) {
         if (checkpoint_writer_poll(writer, &written)) report_checkpoint(&written);
         double tok_s = step_tokens / (ms * 1e-3);
         double mfu = peak_flops > 0 ? tok_s * token_flops / peak_flops : -1;
-        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", step, t->steps, loss, lr, norm,
-               ms, tok_s);
-        if (mfu >= 0) printf(" | MFU %.1f%%", 100 * mfu);
-        printf("\n");
-        fflush(stdout);
+        progress_step(&progress, ms * 1e-3, step_tokens);
+        if (progress_prints(&progress, step) || !isfinite(loss) || !isfinite(norm)) {
+            char times[96];
+            progress_times(&progress, step, now_seconds(), times, sizeof(times));
+            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", step, t->steps, loss, lr,
+                   norm, ms, tok_s);
+            if (mfu >= 0) printf(" | MFU %.1f%%", 100 * mfu);
+            printf("%s\n", times);
+            fflush(stdout);
+        }
         if (isfinite(loss) && isfinite(norm)) {
             log_step(log, step, loss, lr, norm, ms, tok_s, mfu);
         } else {
@@ -634,6 +642,7 @@ int main(int argc, char **argv) {
         if (val && (step % t->eval_every == 0 || last)) {
             double vl = evaluate(&model, val, t->eval_batches, inputs, targets);
             printf("step %5d | val loss %.4f\n", step, vl);
+            progress_val(&progress, step, vl);
             cJSON *rec = cJSON_CreateObject();
             cJSON_AddNumberToObject(rec, "step", step);
             cJSON_AddNumberToObject(rec, "val_loss", vl);
@@ -649,7 +658,8 @@ int main(int argc, char **argv) {
         }
         if (stop) {
             finish_checkpoint(writer, "stopping: ");
-            printf("stopped by a signal after step %d; continue with: ./train -o %s --resume\n", step, run_dir);
+            if (last) printf("stopped by a signal after the last step (%d): the run is complete\n", step);
+            else printf("stopped by a signal after step %d; continue with: %s -o %s --resume\n", step, argv[0], run_dir);
             break;
         }
     }
@@ -658,6 +668,8 @@ int main(int argc, char **argv) {
     checkpoint_writer_destroy(writer);
     char peak[32];
     printf("peak %s memory: %s\n", k->name, size_text(peak, k->peak_bytes()));
+    progress_summary(&progress, stdout, now_seconds() - process_start, peak_flops > 0 ? token_flops / peak_flops : 0,
+                     run_dir, argv[0]);
     if (fclose(log) != 0) die("cannot close %s: %s", log_path, strerror(errno));
     free(inputs);
     free(targets);
