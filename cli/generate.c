@@ -2,6 +2,7 @@
  * chosen backend and the sampler's tokens streamed to the output. */
 #include "cli/generate.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,16 +12,29 @@
 #include "persist/hf_weights.h"
 #include "util/fsutil.h"
 
-/* The tokenizer of --generate: --tokenizer, else DIR/tokenizer.model, else byte for a 256-id vocabulary. */
+/* 1 when DIR/train_config.json (a checkpoint's) says the run's tokenizer is the byte vocabulary. */
+static int run_used_bytes(const char *dir) {
+    char path[CHECKPOINT_PATH_MAX + 32], err[256];
+    snprintf(path, sizeof(path), "%s/train_config.json", dir);
+    if (!fs_exists(path)) return 0;
+    cJSON *root = fs_read_json(path, path, err, sizeof(err));
+    const cJSON *spec = root ? cJSON_GetObjectItemCaseSensitive(root, "tokenizer") : NULL;
+    const int bytes = cJSON_IsString(spec) && strcmp(spec->valuestring, "byte") == 0;
+    cJSON_Delete(root);
+    return bytes;
+}
+
+/* The tokenizer of --generate: --tokenizer, else DIR/tokenizer.model (which checkpoints carry), else byte when the
+ * checkpoint's run used it or the vocabulary is 256 ids. */
 static int open_tokenizer(Generation *g, const char *flag, char *err, size_t errlen) {
     char beside[CHECKPOINT_PATH_MAX + 16];
     snprintf(beside, sizeof(beside), "%s/tokenizer.model", g->dir);
     const char *spec = strcmp(flag, "auto") != 0 ? flag : fs_exists(beside) ? beside
-                       : g->model.vocab_size == 256 ? "byte" : NULL;
+                       : run_used_bytes(g->dir) || g->model.vocab_size == 256 ? "byte" : NULL;
     if (!spec) {
-        snprintf(err, errlen, "--generate %s: no tokenizer: no tokenizer.model beside the weights, and the model's "
-                 "vocabulary of %d ids is not the byte vocabulary (256); pass --tokenizer PATH (a tiktoken "
-                 "tokenizer.model)", g->dir, g->model.vocab_size);
+        snprintf(err, errlen, "--generate %s: no tokenizer: no tokenizer.model beside the weights (a checkpoint of "
+                 "./train carries its run's), and the model's vocabulary of %d ids is not the byte vocabulary (256); "
+                 "pass --tokenizer PATH (a tiktoken tokenizer.model)", g->dir, g->model.vocab_size);
         return -1;
     }
     snprintf(g->tokenizer, sizeof(g->tokenizer), "%s", spec);
