@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/data_hints.h"
 #include "cli/generate.h"
 #include "cli/progress.h"
 #include "cli/train_help.h"
@@ -100,12 +101,12 @@ static const Kernels *pick_backend(const char *device, const char *fusion, int h
     if (strcmp(device, "cpu") != 0) {
         char why[256];
         if (!kernels_cuda_available(why, sizeof(why))) {
-            if (strcmp(device, "cuda") == 0) die("--device cuda: no usable GPU (%s)", why);
-            fprintf(stderr, "note: no usable GPU (%s): running on the CPU\n", why);
+            if (strcmp(device, "cuda") == 0) die("--device cuda: %s", why);
+            fprintf(stderr, "note: %s; training on the CPU\n", why);
         } else if (!kernels_cuda_supports_head_dim(head_dim)) {
             if (strcmp(device, "cuda") == 0)
                 die("--device cuda: the CUDA attention kernels take head_dim 64 or 128; this model's is %d", head_dim);
-            fprintf(stderr, "note: the CUDA attention kernels take head_dim 64 or 128, this model's is %d: running on "
+            fprintf(stderr, "note: the CUDA attention kernels take head_dim 64 or 128, this model's is %d; training on "
                             "the CPU\n", head_dim);
         } else {
             return strcmp(fusion, "off") == 0 ? &kernels_cuda : &kernels_cuda_fused;
@@ -481,8 +482,9 @@ int main(int argc, char **argv) {
     int64_t micro_tokens = (int64_t)B * T;
     int64_t step_tokens = t->total_batch_tokens ? t->total_batch_tokens : micro_tokens;
     int accum = (int)(step_tokens / micro_tokens);
+    char hint[CONFIG_PATH_MAX * 2 + 256];
     DataLoader *train = dataloader_open(t->train_data, B, T, mc->vocab_size, 1, (uint64_t)t->seed, err, sizeof(err));
-    if (!train) die("%s", err);
+    if (!train) die("%s%s", err, data_hint_missing(t->train_data, hint, sizeof(hint)));
     DataLoader *val = NULL;
     if (t->val_data[0] && t->eval_every > 0) {
         val = dataloader_open(t->val_data, B, T, mc->vocab_size, 0, 0, err, sizeof(err));
@@ -527,7 +529,8 @@ int main(int argc, char **argv) {
     if ((uint64_t)t->steps > start_step) {
         const DataPosition at = dataloader_tell(train);
         for (int micro = 0; micro < accum; micro++)
-            if (dataloader_next(train, inputs, targets, err, sizeof(err))) die("%s", err);
+            if (dataloader_next(train, inputs, targets, err, sizeof(err)))
+                die("%s%s", err, data_hint_vocabulary(t->train_data, mc->vocab_size, cfg.path, hint, sizeof(hint)));
         if (dataloader_seek(train, at, err, sizeof(err))) die("%s", err);
     }
 

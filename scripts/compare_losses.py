@@ -96,6 +96,16 @@ def print_table(names, logs, key, every):
               " ".join(f"{d:12.3e}" if d is not None else " " * 11 + "-" for d in diffs))
 
 
+VAL_MARKERS = "oxs^Dv"
+
+
+def val_marker(i, color):
+    """The validation points of log i: each log its own marker, the first ones larger and hollow, so that points
+    that coincide stay visible one inside the other."""
+    return {"color": color, "marker": VAL_MARKERS[i % len(VAL_MARKERS)], "ms": max(10 - 2 * i, 4),
+            "mfc": "none" if i == 0 else color, "mew": 1.5}
+
+
 def plot(png, names, logs):
     try:
         import matplotlib
@@ -111,8 +121,8 @@ def plot(png, names, logs):
                  ls="-" if i == 0 else "--", label=name)
         vsteps = sorted(s["val_loss"])
         if vsteps:
-            top.plot(vsteps, [s["val_loss"][k] for k in vsteps], color=color, marker="o", ls="none", ms=5,
-                     label=f"{name} (val)")
+            top.plot(vsteps, [s["val_loss"][k] for k in vsteps], ls="none", label=f"{name} (val)",
+                     **val_marker(i, color))
         if i > 0:
             for key, mark in (("loss", "-"), ("val_loss", "o")):
                 common = sorted(s[key].keys() & logs[0][key].keys())
