@@ -7,7 +7,8 @@
 # - damaged checkpoints (a flipped byte, a truncated or missing file, a state of another model) and bad flags: a
 #   message naming the file and the section, a nonzero exit, and not a byte of the run directory changed;
 #   --resume-fallback takes the previous checkpoint and moves the damaged one aside;
-# - SIGINT: the step finishes, a checkpoint is written, exit 0, and --resume continues bit-exactly;
+# - SIGINT: the step finishes, a checkpoint is written, exit 0, and --resume continues bit-exactly; after the last
+#   step it says the run is complete;
 # - --steps 0 writes the initial weights; --init-from that checkpoint gives bitwise the same master weights, and
 #   through a BF16 export the bf16-rounded ones.
 # state.bin is parsed by an independent reader of the documented layout (tests/run_compare.py), CRCs included.
@@ -137,7 +138,7 @@ check "--resume-fallback warns about step_00000006, resumes from step_00000004 a
 same_run "$TMP/straight" "$TMP/dmg"
 
 # 6. SIGINT in the middle of a long run: the step finishes, a checkpoint is written, exit 0; --resume continues.
-LONG=("${SMALL[@]}" --lr-schedule constant --eval-every 0 --sample-every 0 --checkpoint-every 0)
+LONG=("${SMALL[@]}" --lr-schedule constant --eval-every 0 --sample-every 0 --checkpoint-every 0 --log-every 1)
 "$TRAIN" "${LONG[@]}" -n 100000 -o "$TMP/sig" >"$TMP/sig.out" 2>&1 &
 pid=$!
 for _ in $(seq 200); do grep -q "^step  *3/" "$TMP/sig.out" && break; sleep 0.05; done
@@ -152,6 +153,18 @@ M=$((N + 3))
 "$TRAIN" -o "$TMP/sig" --resume -n "$M" >"$TMP/sigr.out" 2>&1 || fail "resume after SIGINT: $(tail -3 "$TMP/sigr.out")"
 "$TRAIN" "${LONG[@]}" -n "$M" -o "$TMP/sigref" >/dev/null 2>&1
 same_run "$TMP/sigref" "$TMP/sig" plain
+
+# 6b. SIGINT during the last step: the run is complete, and it says so (not "continue with --resume"). The signal
+# lands while the checkpoint of step 5 pauses in its snapshot (the test hook), so that the stop is seen after step 6.
+TRAIN_TEST_CHECKPOINT_PAUSE_MS=1500 "$TRAIN" "${LONG[@]}" -n 6 --checkpoint-every 5 -o "$TMP/siglast" \
+    >"$TMP/siglast.out" 2>"$TMP/siglast.err" &
+pid=$!
+for _ in $(seq 200); do grep -q "test pause: snapshot of step 5" "$TMP/siglast.err" && break; sleep 0.05; done
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+check "SIGINT during the last step: exit 0, the final checkpoint, and 'the run is complete'" \
+    '[ $rc -eq 0 ] && [ -f "$TMP/siglast/step_00000006/state.bin" ] && grep -q "stopped by a signal after the last step (6): the run is complete" "$TMP/siglast.out" && ! grep -q -- "--resume" "$TMP/siglast.out"'
 
 # 7. --steps 0 writes the initial weights; --init-from them (F32, then through BF16) starts from the same weights.
 "$TRAIN" "${SMALL[@]}" --steps 0 -o "$TMP/init0" >"$TMP/init0.out" 2>&1
