@@ -594,6 +594,7 @@ int main(int argc, char **argv) {
     install_signal_handlers();
     Progress progress;
     progress_start(&progress, (int)start_step + 1, t->steps, t->log_every, now_seconds());
+    if (resuming) progress_read_validation(&progress, log_path);
     float grad_scale = (float)(1.0 / (double)step_tokens);
     int skipped = 0; /* steps skipped for a non-finite loss or gradient norm, since this process started */
     for (int step = (int)start_step + 1; step <= t->steps; step++) {

@@ -1,10 +1,13 @@
 /* progress.c: the progress line's timing, the printing interval and the run's summary (see progress.h). */
 #include "cli/progress.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "persist/checkpoint.h"
+#include "util/fsutil.h"
 
 void progress_start(Progress *p, int first_step, int steps, int log_every, double loop_start) {
     memset(p, 0, sizeof(*p));
@@ -22,6 +25,24 @@ void progress_step(Progress *p, double seconds, int64_t tokens) {
     p->steps_done++;
     p->tokens += tokens;
     p->step_seconds += seconds;
+}
+
+void progress_read_validation(Progress *p, const char *log_path) {
+    char err[256];
+    size_t len;
+    char *text = fs_read_all(log_path, &len, err, sizeof(err));
+    if (!text) return;
+    for (char *line = text; line < text + len;) {
+        char *end = memchr(line, '\n', (size_t)(text + len - line));
+        if (!end) end = text + len;
+        cJSON *rec = cJSON_ParseWithLength(line, (size_t)(end - line));
+        const cJSON *step = cJSON_GetObjectItemCaseSensitive(rec, "step");
+        const cJSON *val = cJSON_GetObjectItemCaseSensitive(rec, "val_loss");
+        if (cJSON_IsNumber(step) && cJSON_IsNumber(val)) progress_val(p, step->valueint, val->valuedouble);
+        cJSON_Delete(rec);
+        line = end + 1;
+    }
+    free(text);
 }
 
 void progress_duration(double seconds, char *out, size_t cap) {

@@ -32,6 +32,10 @@ void progress_times(const Progress *p, int step, double now, char *out, size_t c
 
 void progress_val(Progress *p, int step, double val_loss);
 
+/* A resumed run: the validation losses of the run's log before this process (for the summary's last and best).
+ * A log that does not read adds none. */
+void progress_read_validation(Progress *p, const char *log_path);
+
 /* "4m02s", "12s", "1h02m": a duration for people. */
 void progress_duration(double seconds, char *out, size_t cap);
 

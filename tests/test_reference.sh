@@ -14,7 +14,7 @@
 #   6. compare_losses.py's plot: the validation points of two logs at the same place both stay visible
 #      (tests/plot_check.py);
 #   7. bad input to reference.py (a truncated checkpoint, a config of another model): a message naming the file.
-# Bounds, from measurements on this project's 2-core machine (README, "Comparing against the PyTorch reference"):
+# Bounds, from measurements on this project's 2-core machine (docs/reference.md):
 LOSS_TOL=1e-5     # max |loss difference| over the steps (measured 4.9e-7 over 60 steps; 8.1e-7 over 20, untied)
 GNORM_RTOL=1e-4   # max relative grad-norm difference (measured 3.3e-6; 8.1e-7, untied)
 WEIGHT_TOL=2e-5   # max |weight difference| after 60 steps (measured 5.4e-7)

@@ -74,6 +74,13 @@ check "the straight run wrote checkpoints at steps 4 and 6 and printed them" \
     "$TRAIN" -o "$TMP/const3" --resume -n 6 >"$TMP/c3r.out" 2>&1 || fail "3 + resume: $(tail -3 "$TMP/c3r.out")"
 check "the resumed run started after step 3" 'grep -q "resumed from .*step_00000003" "$TMP/c3r.out" && grep -q "^step     4/6" "$TMP/c3r.out" && ! grep -q "^step     3/" "$TMP/c3r.out"'
 same_run "$TMP/const6" "$TMP/const3"
+# The summary of a resumed run counts this process's steps and the whole run's validation losses: the log's step-3
+# value (set here far below any real one) stays the best.
+"$TRAIN" "${SMALL[@]}" --lr-schedule constant -n 3 -o "$TMP/val3" >/dev/null 2>&1
+python3 -c "import json,sys; p=sys.argv[1]; r=[json.loads(l) for l in open(p)]; [x.update(val_loss=0.5) for x in r if 'val_loss' in x]; open(p,'w').write(''.join(json.dumps(x)+'\n' for x in r))" "$TMP/val3/log.jsonl"
+"$TRAIN" -o "$TMP/val3" --resume -n 6 >"$TMP/val3r.out" 2>&1
+check "a resumed run's summary: steps 4-6, the last validation loss of step 6, the best of step 3 from the log" \
+    'grep -q "^steps 4-6 of 6: 384 tokens," "$TMP/val3r.out" && grep -qE "^validation loss: [0-9.]+ at step 6 \(the last\), best 0.5000 at step 3$" "$TMP/val3r.out"'
 
 # 3. A crash after step 5 of the cosine run: the checkpoint of step 4 (checkpoint_every 4 does not divide 6), log
 #    records of step 5 and a torn line, a half-written checkpoint directory.
@@ -159,7 +166,7 @@ same_run "$TMP/sigref" "$TMP/sig" plain
 TRAIN_TEST_CHECKPOINT_PAUSE_MS=1500 "$TRAIN" "${LONG[@]}" -n 6 --checkpoint-every 5 -o "$TMP/siglast" \
     >"$TMP/siglast.out" 2>"$TMP/siglast.err" &
 pid=$!
-for _ in $(seq 200); do grep -q "test pause: snapshot of step 5" "$TMP/siglast.err" && break; sleep 0.05; done
+for _ in $(seq 200); do grep -qs "test pause: snapshot of step 5" "$TMP/siglast.err" && break; sleep 0.05; done
 kill -INT "$pid"
 wait "$pid"
 rc=$?
