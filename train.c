@@ -1,8 +1,9 @@
 /* train.c: the training program. Reads the config and flags, builds the model on the chosen backend (random init,
  * Hugging Face weights with --init-from, or the newest checkpoint with --resume), and runs the loop: gradient
- * accumulation over micro-batches, clipped AdamW, a progress line (with the MFU on a known GPU) and a JSONL record
- * per step, validation loss and a text sample every N steps, checkpoints every N steps, at the end and on
- * SIGINT/SIGTERM. With --generate DIR it only prints text from a model (cli/generate.h). */
+ * accumulation over micro-batches, clipped AdamW, a JSONL record per step and a progress line every --log-every steps
+ * (with the MFU on a known GPU, the elapsed time and the ETA), validation loss and a text sample every N steps,
+ * checkpoints every N steps, at the end and on SIGINT/SIGTERM, and a summary at the end (cli/progress.h). With
+ * --generate DIR it only prints text from a model (cli/generate.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
