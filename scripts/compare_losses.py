@@ -9,8 +9,9 @@ the steps both logged, it prints a per-step table (step, each loss, the differen
 losses too), then the max and mean absolute difference and the max relative difference of the training loss, the
 validation loss and the gradient norm. Logs of different lengths are compared on their common steps; when a step
 appears twice in one log (a resumed run), the later record counts. A PNG plot (loss vs step, one line per log, with
-the validation losses as markers, and a lower panel of each log's difference from the baseline) is written to --png
-(default compare_losses.png; --png '' for none; needs matplotlib).
+the validation losses as markers, each log's its own and the first log's larger and hollow, so that points at the
+same place stay visible; and a lower panel of each log's difference from the baseline) is written to --png (default
+compare_losses.png; --png '' for none; needs matplotlib).
 
 Exit status: 0, or 1 when a bound given by --tolerance (max abs loss diff), --val-tolerance (max abs val loss diff) or
 --grad-norm-rtol (max relative grad norm diff) is exceeded or there is no common step, 2 for unreadable input.
