@@ -125,12 +125,12 @@ def plot(png, names, logs):
             top.plot(vsteps, [s["val_loss"][k] for k in vsteps], ls="none", label=f"{name} (val)",
                      **val_marker(i, color))
         if i > 0:
-            for key, mark in (("loss", "-"), ("val_loss", "o")):
+            for key in ("loss", "val_loss"):
                 common = sorted(s[key].keys() & logs[0][key].keys())
+                style = {"color": color, "ls": "-", "lw": 1.0} if key == "loss" else dict(val_marker(i, color), ls="none")
                 if common:
-                    bottom.plot(common, [s[key][k] - logs[0][key][k] for k in common], color=color,
-                                ls=mark if mark == "-" else "none", marker=None if mark == "-" else "o", ms=5,
-                                lw=1.0, label=f"{name} - {names[0]}" + (" (val)" if key == "val_loss" else ""))
+                    bottom.plot(common, [s[key][k] - logs[0][key][k] for k in common], **style,
+                                label=f"{name} - {names[0]}" + (" (val)" if key == "val_loss" else ""))
     top.set_ylabel("loss")
     top.legend(fontsize=8)
     top.grid(alpha=0.3)
