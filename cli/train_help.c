@@ -39,8 +39,8 @@ void train_print_help(const char *prog, const Config *cfg) {
            "      --generate DIR             no training: print --sample-tokens tokens after --sample-prompt from\n"
            "                                 the model of DIR (a checkpoint, a run directory's newest, or a Hugging\n"
            "                                 Face directory) with --temperature, --top-k, --seed, --device and\n"
-           "                                 --tokenizer (default: the tokenizer.model that checkpoints carry, or\n"
-           "                                 byte for a byte-vocabulary run or 256 ids)\n"
+           "                                 --tokenizer (default: the tokenizer.model that checkpoints carry, else\n"
+           "                                 the one train_config.json names, else byte for 256 ids)\n"
            "  -h, --help                     this text\n");
     for (int i = 0; i < CONFIG_N_OPTIONS; i++) {
         const Option *o = &CONFIG_OPTIONS[i];

@@ -182,6 +182,15 @@ if [ -f "$LLAMA3" ]; then
     else
         fail "the Llama 3 run directory: $(tail -2 "$TMP/l3run.err")"
     fi
+    # A checkpoint without tokenizer.model (as written before checkpoints carried it) takes the file that its
+    # train_config.json names (meta.json's absolute path, here).
+    cp -r "$TMP/l3/step_00000001" "$TMP/elsewhere/old" && rm "$TMP/elsewhere/old/tokenizer.model"
+    if gen l3old "$TMP/elsewhere/old" --sample-prompt "Hello world" --sample-tokens 5 --temperature 0 &&
+        grep -q "tokenizer /[^ ]*/$(basename "$LLAMA3")," "$TMP/l3old.err" && cmp -s "$TMP/l3.out" "$TMP/l3old.out"; then
+        pass "a checkpoint without tokenizer.model takes the tokenizer its train_config.json names"
+    else
+        fail "train_config.json's tokenizer: $(tail -2 "$TMP/l3old.err")"
+    fi
     # --tokenizer still overrides what the checkpoint carries.
     if gen l3byte "$TMP/elsewhere/copied" --sample-prompt "Hi" --sample-tokens 3 --tokenizer byte &&
         grep -q "tokenizer byte" "$TMP/l3byte.err"; then
