@@ -29,10 +29,11 @@ CUDA_SRC := $(wildcard kernels/cuda/*.cu kernels/cuda/*/*.cu)
 USE_CUDA ?= $(if $(and $(shell command -v $(NVCC) 2>/dev/null),$(CUDA_SRC)),1,0)
 
 # The library, lowest layer first (tests/test_layout.sh checks the include direction): util/ (file-system helpers),
-# data/ (shards, tokenizer, meta.json), kernels/cpu/, model/ (config, model, optimizer, sampler), persist/
-# (checkpoints, state.bin, safetensors, Hugging Face import/export, the run directory).
-LIB_SRC := $(wildcard util/*.c) $(wildcard data/*.c) $(wildcard kernels/cpu/*.c) $(wildcard model/*.c) \
-           $(wildcard persist/*.c)
+# data/ (shards, tokenizer, meta.json), kernels/ (the operation API's host helpers) and kernels/cpu/, model/
+# (config, model, optimizer, sampler, the training step), persist/ (checkpoints, state.bin, safetensors, Hugging
+# Face import/export, the run directory).
+LIB_SRC := $(wildcard util/*.c) $(wildcard data/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c) \
+           $(wildcard model/*.c) $(wildcard persist/*.c)
 LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 # The program's parts beside train.c (--help, --generate): linked into the trainer only, not into the library that
 # the tests link, so nothing in the library can call them.

@@ -30,19 +30,35 @@
 #include "model/flops.h"
 #include "model/model.h"
 #include "model/optimizer.h"
+#include "model/train_step.h"
 #include "model/sampler.h"
 #include "persist/checkpoint.h"
 #include "persist/checkpoint_writer.h"
 #include "persist/hf_weights.h"
 #include "persist/run_dir.h"
+#include "persist/run_lock.h"
+#include "persist/run_replace.h"
 #include "persist/state_file.h"
 #include "util/fsutil.h"
+#include "util/utf8.h"
 
 #define ERRLEN 1024
 
 /* The run's checkpoint writer, once made: an error ends the program only after the checkpoint it is writing is
  * complete. */
 static CheckpointWriter *active_writer;
+/* The run directory's lock, once taken: an error settles a replacement under way (run_replace.h), then releases it. */
+static RunLock *held_lock;
+
+/* Ends the hold on the run directory: a new run without a complete checkpoint is undone, then the lock goes. */
+static void release_run_dir(void) {
+    if (!held_lock) return;
+    RunLock *lock = held_lock;
+    held_lock = NULL;
+    char err[ERRLEN];
+    if (run_replace_settle(lock->dir, "this run", stderr, err, sizeof(err))) fprintf(stderr, "error: %s\n", err);
+    run_lock_release(lock);
+}
 
 /* The program's end on an error: the message, then (after a checkpoint write in flight has ended) exit status 1.
  * _exit after flushing, not exit: what is allocated at that moment goes back with the process, so no exit handler
@@ -64,6 +80,7 @@ static void die(const char *fmt, ...) {
         if (d.failed) fprintf(stderr, "the checkpoint of step %llu failed too: %s\n", (unsigned long long)d.step, d.err);
         else fprintf(stderr, "checkpoint %s is complete\n", d.stats.path);
     }
+    release_run_dir();
     fflush(NULL);
     _exit(1);
 }
@@ -159,6 +176,10 @@ static void check_snapshot_memory(size_t snapshot) {
 static void check_memory(const ModelConfig *mc, const Kernels *k, const TrainConfig *t, const char *cfg_path) {
     ModelMemory mem;
     if (model_memory(mc, k, t->batch_size, t->seq_len, &mem)) die("out of host memory for the model tables");
+    /* the step's micro-batches, beside the model's own (counted with the activations) */
+    const size_t slots = train_step_bytes(t->batch_size, t->seq_len, (int)config_micro_steps(t));
+    mem.activations = size_add(mem.activations, slots);
+    mem.total = size_add(mem.total, slots);
     const size_t snapshot = checkpoint_snapshot_bytes(mem.n_params);
     const int on_host = k->device_name == NULL; /* the snapshot is in the backend's own memory */
     if (on_host) mem.total = size_add(mem.total, snapshot);
@@ -210,11 +231,16 @@ static void log_record(FILE *log, cJSON *obj) {
     cJSON_Delete(obj);
 }
 
+/* The batches of one evaluation: eval_batches, or all the validation data holds when that is fewer. */
+static int eval_batch_count(DataLoader *val, int max_batches) {
+    const uint64_t available = dataloader_batches_per_epoch(val);
+    return (uint64_t)max_batches < available ? max_batches : (int)available;
+}
+
 /* Mean loss over up to max_batches validation batches, from the start of the validation data. */
 static double evaluate(Model *m, DataLoader *val, int max_batches, int32_t *inputs, int32_t *targets) {
     char err[ERRLEN];
-    uint64_t available = dataloader_batches_per_epoch(val);
-    int n = (uint64_t)max_batches < available ? max_batches : (int)available;
+    const int n = eval_batch_count(val, max_batches);
     dataloader_rewind(val);
     double sum = 0;
     for (int i = 0; i < n; i++) {
@@ -223,40 +249,6 @@ static double evaluate(Model *m, DataLoader *val, int max_batches, int32_t *inpu
         sum += model_loss(m, targets, m->B, m->T, 0.0f);
     }
     return sum / n;
-}
-
-/* The length of the valid UTF-8 sequence at s (1 to 4), or 0 if the bytes there are not one. */
-static int utf8_sequence(const unsigned char *s) {
-    unsigned char c = s[0];
-    if (c < 0x80) return 1;
-    int n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    unsigned char lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
-    if (n && (s[1] < lo || s[1] > hi)) return 0;
-    for (int i = 2; i < n; i++)
-        if ((s[i] & 0xC0) != 0x80) return 0;
-    return n;
-}
-
-/* A copy of text with every byte that is not part of valid UTF-8 replaced by U+FFFD (a byte-level sample can end in
- * the middle of a character), so that the log stays valid JSON text. The caller frees it. */
-static char *valid_utf8(const char *text) {
-    size_t n = strlen(text), out = 0;
-    char *s = malloc(3 * n + 1);
-    if (!s) die("out of host memory");
-    for (const unsigned char *p = (const unsigned char *)text; *p;) {
-        int len = utf8_sequence(p);
-        if (len) {
-            memcpy(s + out, p, (size_t)len);
-            out += (size_t)len;
-            p += len;
-        } else {
-            memcpy(s + out, "\xEF\xBF\xBD", 3);
-            out += 3;
-            p++;
-        }
-    }
-    s[out] = 0;
-    return s;
 }
 
 static void print_sample(Model *m, const Tokenizer *tok, const TrainConfig *t, uint64_t *rng, int step, FILE *log) {
@@ -269,7 +261,8 @@ static void print_sample(Model *m, const Tokenizer *tok, const TrainConfig *t, u
     printf("---- sample at step %d ----\n%s\n---------------------------\n", step, text);
     cJSON *rec = cJSON_CreateObject();
     cJSON_AddNumberToObject(rec, "step", step);
-    char *clean = valid_utf8(text);
+    char *clean = utf8_repaired(text); /* a byte-level sample can end inside a character; the log is JSON text */
+    if (!clean) die("out of host memory");
     cJSON_AddStringToObject(rec, "sample", clean);
     log_record(log, rec);
     free(clean);
@@ -318,12 +311,12 @@ static int load_checkpoint(const char *dir, uint64_t step, int argc, char **argv
 }
 
 /* --resume: the newest complete checkpoint of the run directory that loads; a damaged newest one is an error that
- * names the previous one, unless --resume-fallback. Changes nothing on disk. */
+ * names the previous one, unless --resume-fallback. A checkpoint this user may not read is an error, never damage.
+ * Changes nothing on disk. */
 static uint64_t resume_run(Config *cfg, int argc, char **argv, Model *model, TrainState *state) {
     char err[ERRLEN], run_dir[CONFIG_PATH_MAX];
     snprintf(run_dir, sizeof(run_dir), "%s", cfg->train.out_dir);
     int fallback = cfg->train.resume_fallback;
-    if (!fs_is_dir(run_dir)) die("--resume: the run directory %s does not exist", run_dir);
     CheckpointList list;
     if (checkpoint_list(run_dir, &list, err, sizeof(err))) die("%s", err);
     if (list.n == 0)
@@ -334,6 +327,9 @@ static uint64_t resume_run(Config *cfg, int argc, char **argv, Model *model, Tra
     for (int i = list.n - 1; i >= 0 && chosen < 0; i--) {
         char dir[CHECKPOINT_PATH_MAX], prev[CHECKPOINT_PATH_MAX] = "";
         checkpoint_path(dir, sizeof(dir), run_dir, list.steps[i]);
+        if (fs_check_access(dir, err, sizeof(err)))
+            die("--resume: %s (a matter of access, not of the checkpoint's contents: nothing was moved); give this "
+                "user read access (chmod, chown) and resume again", err);
         if (load_checkpoint(dir, list.steps[i], argc, argv, cfg, model, state, err, sizeof(err)) == 0) {
             chosen = i;
             break;
@@ -366,11 +362,14 @@ static void set_aside_newer_checkpoints(const char *run_dir, uint64_t step) {
     checkpoint_list_free(&list);
 }
 
-/* A background write has ended: where its checkpoint is, or the run stops (its temporary directory already gone). */
+/* A background write has ended: where its checkpoint is (the first one ends the replacement of an earlier run), or
+ * the run stops (its temporary directory already gone). */
 static void report_checkpoint(const CheckpointDone *d) {
     if (d->failed)
         die("checkpoint of step %llu: %s; the run stops", (unsigned long long)d->step, d->err);
     printf("checkpoint %s (%.1f MiB, %.2f s)\n", d->stats.path, d->stats.bytes / 1048576.0, d->stats.seconds);
+    char err[ERRLEN];
+    if (run_replace_settle(held_lock->dir, "this run", stdout, err, sizeof(err))) die("%s", err);
     fflush(stdout);
 }
 
@@ -446,6 +445,11 @@ int main(int argc, char **argv) {
     }
     TrainConfig *t = &cfg.train;
     if (!t->out_dir[0]) default_out_dir(&cfg);
+    /* One process per run directory, and a replacement that a killed process left under way settled first. */
+    RunLock lock;
+    if (run_lock_take(&lock, t->out_dir, !t->resume, err, sizeof(err))) die("%s%s", t->resume ? "--resume: " : "", err);
+    held_lock = &lock;
+    if (run_replace_settle(t->out_dir, "an interrupted run", stdout, err, sizeof(err))) die("%s", err);
     if (t->warmup_clamped_from)
         printf("note: warmup_steps (%d) exceeds steps (%d): the warmup is the run's %d steps\n", t->warmup_clamped_from,
                t->steps, t->warmup_steps);
@@ -482,7 +486,7 @@ int main(int argc, char **argv) {
     int B = t->batch_size, T = t->seq_len;
     int64_t micro_tokens = (int64_t)B * T;
     int64_t step_tokens = t->total_batch_tokens ? t->total_batch_tokens : micro_tokens;
-    int accum = (int)(step_tokens / micro_tokens);
+    int accum = (int)config_micro_steps(t);
     char hint[CONFIG_PATH_MAX * 2 + 256];
     DataLoader *train = dataloader_open(t->train_data, B, T, mc->vocab_size, 1, (uint64_t)t->seed, err, sizeof(err));
     if (!train) die("%s%s", err, data_hint_missing(t->train_data, hint, sizeof(hint)));
@@ -506,6 +510,11 @@ int main(int argc, char **argv) {
         if ((uint64_t)t->steps == start_step) {
             printf("the run in %s is complete at step %llu; pass --steps N (N > %llu) to train further\n", run_dir,
                    (unsigned long long)start_step, (unsigned long long)start_step);
+            release_run_dir();
+            model_destroy(&model);
+            dataloader_close(train);
+            if (val) dataloader_close(val);
+            if (tok) tokenizer_close(tok);
             return 0;
         }
     } else {
@@ -523,17 +532,15 @@ int main(int argc, char **argv) {
         state.sample_rng = (uint64_t)t->seed ^ 0x5A3B1E5ull;
     }
 
-    /* The first step's batches, read once before anything is written, so that data tokenized for another vocabulary
-     * stops the run with the directory as it was (the loader then goes back to where it was). */
+    /* The first step's batches and the evaluation's, read once before anything is written, so that data tokenized for
+     * another vocabulary stops the run with the directory as it was. */
     int32_t *inputs = malloc(micro_tokens * sizeof(int32_t)), *targets = malloc(micro_tokens * sizeof(int32_t));
     if (!inputs || !targets) die("out of host memory");
-    if ((uint64_t)t->steps > start_step) {
-        const DataPosition at = dataloader_tell(train);
-        for (int micro = 0; micro < accum; micro++)
-            if (dataloader_next(train, inputs, targets, err, sizeof(err)))
-                die("%s%s", err, data_hint_vocabulary(t->train_data, mc->vocab_size, cfg.path, hint, sizeof(hint)));
-        if (dataloader_seek(train, at, err, sizeof(err))) die("%s", err);
-    }
+    if ((uint64_t)t->steps > start_step &&
+        (dataloader_check_next(train, (uint64_t)accum, inputs, targets, err, sizeof(err)) ||
+         (val && dataloader_check_next(val, (uint64_t)eval_batch_count(val, t->eval_batches), inputs, targets, err,
+                                       sizeof(err)))))
+        die("%s%s", err, data_hint_vocabulary(t->train_data, mc->vocab_size, cfg.path, hint, sizeof(hint)));
 
     /* The checkpoint writer and its snapshot buffers (host memory), made before anything is written. */
     CheckpointWriter *writer = checkpoint_writer_create(run_dir, t->keep_last, &model, err, sizeof(err));
@@ -548,7 +555,7 @@ int main(int argc, char **argv) {
         if (dropped) printf("dropped %d log records after step %llu from %s\n", dropped,
                             (unsigned long long)start_step, log_path);
     } else {
-        if (run_dir_clear(run_dir, err, sizeof(err))) die("%s", err);
+        if (run_replace_begin(run_dir, stdout, err, sizeof(err))) die("%s", err);
     }
     if (checkpoint_clean_leftovers(run_dir, err, sizeof(err))) die("%s", err);
     char *cfg_json = config_to_json(&cfg);
@@ -564,7 +571,8 @@ int main(int argc, char **argv) {
            mc->tie_word_embeddings ? "tied" : "untied");
     if (resuming) printf("resumed from %s/step_%08llu\n", run_dir, (unsigned long long)start_step);
     else if (t->init_from[0]) printf("initial weights: %s\n", t->init_from);
-    printf("backend: %s%s%s\n", k->name, k->detail ? ", " : "", k->detail ? k->detail : "");
+    printf("backend: %s%s%s%s\n", k->name, k->detail ? ", " : "", k->detail ? k->detail : "",
+           k->capture_begin && strcmp(t->cuda_graph, "on") == 0 ? ", each step replayed as a CUDA graph" : "");
     /* MFU: the model FLOPs of the tokens per second against the GPU's peak, where the GPU is one of model/flops.c */
     const char *gpu = k->device_name ? k->device_name() : NULL;
     const double token_flops = flops_per_token(mc, (int64_t)model.table.n_params, T);
@@ -592,27 +600,27 @@ int main(int argc, char **argv) {
         finish_checkpoint(writer, "");
     }
 
+    TrainStep ts;
+    if (train_step_create(&ts, &model, B, T, accum, strcmp(t->cuda_graph, "on") == 0, err, sizeof(err)))
+        die("%s", err);
     install_signal_handlers();
     Progress progress;
     progress_start(&progress, (int)start_step + 1, t->steps, t->log_every, now_seconds());
     if (resuming) progress_read_validation(&progress, log_path);
-    float grad_scale = (float)(1.0 / (double)step_tokens);
     int skipped = 0; /* steps skipped for a non-finite loss or gradient norm, since this process started */
     for (int step = (int)start_step + 1; step <= t->steps; step++) {
         double t0 = now_seconds();
         double lr = lr_at_step(t, step);
-        model_zero_grads(&model);
-        double loss = 0;
         for (int micro = 0; micro < accum; micro++) {
             if (dataloader_next(train, inputs, targets, err, sizeof(err))) die("%s", err);
-            model_forward(&model, inputs, B, T);
-            loss += model_loss(&model, targets, B, T, grad_scale);
-            model_backward(&model, B, T, (micro == 0 ? MICRO_FIRST : 0) | (micro == accum - 1 ? MICRO_LAST : 0));
+            train_step_load(&ts, micro, inputs, targets);
         }
-        loss /= accum;
-        /* no update from a step whose loss or gradient norm is not finite (optimizer_step checks the norm) */
-        double norm = isfinite(loss) ? optimizer_step(&model, t, lr, step) : NAN;
-        k->synchronize();
+        /* the whole step queued (or replayed), then its loss and norm read once; a step whose loss or gradient
+         * norm is not finite changes no weight (the clip factor is then NaN: kernels.h, clip_scale) */
+        train_step_run(&ts, t, lr, step);
+        double loss, norm;
+        train_step_result(&ts, &loss, &norm);
+        if (!isfinite(loss)) norm = NAN;
         double ms = (now_seconds() - t0) * 1e3;
         CheckpointDone written;
         if (checkpoint_writer_poll(writer, &written)) report_checkpoint(&written);
@@ -633,9 +641,9 @@ int main(int argc, char **argv) {
         } else {
             const char *what = isfinite(loss) ? "gradient norm" : "loss";
             if (++skipped > t->skip_nonfinite)
-                die("step %d: the %s is not finite, so its update was not applied and the run stops; the checkpoints "
-                    "in %s are as they were (lower the learning rate, or pass --skip-nonfinite N to skip up to N such "
-                    "steps)", step, what, run_dir);
+                die("step %d: the %s is not finite, so its update was not applied and the run stops without a "
+                    "checkpoint of this step (lower the learning rate, or pass --skip-nonfinite N to skip up to N such "
+                    "steps)", step, what);
             printf("step %d: the %s is not finite: no update (skipped step %d of at most %d)\n", step, what, skipped,
                    t->skip_nonfinite);
             cJSON *rec = cJSON_CreateObject();
@@ -668,6 +676,7 @@ int main(int argc, char **argv) {
             break;
         }
     }
+    train_step_destroy(&ts);
     finish_checkpoint(writer, "");
     active_writer = NULL;
     checkpoint_writer_destroy(writer);
@@ -676,6 +685,7 @@ int main(int argc, char **argv) {
     progress_summary(&progress, stdout, now_seconds() - process_start, peak_flops > 0 ? token_flops / peak_flops : 0,
                      run_dir, argv[0]);
     if (fclose(log) != 0) die("cannot close %s: %s", log_path, strerror(errno));
+    release_run_dir();
     free(inputs);
     free(targets);
     model_destroy(&model);

@@ -32,7 +32,7 @@ void train_print_help(const char *prog, const Config *cfg) {
     printf(
            "  -c, --config FILE              JSON config (default configs/llama3_tiny.json)\n"
            "      --overwrite                replace a run directory that already holds a run (its log and\n"
-           "                                 checkpoints)\n"
+           "                                 checkpoints, removed once this run's first checkpoint is complete)\n"
            "      --resume                   continue the run of -o DIR from its newest complete checkpoint\n"
            "      --resume-fallback          with --resume: if the newest checkpoint is damaged, take the newest\n"
            "                                 one that is not (the damaged ones are moved aside)\n"

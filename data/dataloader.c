@@ -355,6 +355,15 @@ int dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, char *err
 
 DataPosition dataloader_tell(const DataLoader *dl) { return dl->pos; }
 
+int dataloader_check_next(DataLoader *dl, uint64_t n, int32_t *inputs, int32_t *targets, char *err, size_t errlen) {
+    const DataPosition at = dl->pos;
+    int rc = 0;
+    for (uint64_t i = 0; i < n && rc == 0; i++) rc = dataloader_next(dl, inputs, targets, err, errlen);
+    dl->pos = at;
+    ensure_shard_order(dl);
+    return rc;
+}
+
 int dataloader_seek(DataLoader *dl, DataPosition pos, char *err, size_t errlen) {
     if (pos.shard >= (uint64_t)dl->num_shards) {
         snprintf(err, errlen, "data position (epoch %llu, shard %llu, sample %llu) is outside the data: there are %d "

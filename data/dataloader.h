@@ -37,6 +37,11 @@ void dataloader_close(DataLoader *dl);
  * Returns 0, or -1 with a message in err (a read error, a token id >= vocab_size: naming the shard and offset). */
 int dataloader_next(DataLoader *dl, int32_t *inputs, int32_t *targets, char *err, size_t errlen);
 
+/* Reads the next n batches (into inputs and targets, each over the last) and goes back to where it was: the data a
+ * run will read first is checked (its token ids against the vocabulary) before the run writes anything. 0, or -1
+ * with dataloader_next's message. */
+int dataloader_check_next(DataLoader *dl, uint64_t n, int32_t *inputs, int32_t *targets, char *err, size_t errlen);
+
 /* The position of the next batch: never past the end of a shard nor in the skipped end of an epoch. */
 DataPosition dataloader_tell(const DataLoader *dl);
 /* Returns 0, or -1 with a message if the position is outside the data. */

@@ -241,7 +241,7 @@ Tokenizer *tokenizer_open(const char *spec, char *err, size_t errlen) {
     if (strcmp(spec, "byte") == 0) return byte_tokenizer(err, errlen);
     size_t len;
     char inner[512];
-    char *text = fs_read_all(spec, &len, inner, sizeof inner);
+    char *text = fs_read_all(spec, SIZE_MAX, &len, inner, sizeof inner);
     if (!text) {
         snprintf(err, errlen, "tokenizer file %s", inner); /* inner is "PATH: problem" */
         return NULL;

@@ -59,6 +59,24 @@ typedef struct KernelShapes {
     size_t n_params;
 } KernelShapes;
 
+/* Token groups: the rows of a micro-batch grouped by token id, made on the host beside the batch
+ * (token_groups_build) and copied to backend memory with it, so that no operation has to bring ids back to group
+ * them. token_groups_ints(M) int32s: [0] = n_seg, the number of distinct ids; then order [M] (the rows, grouped
+ * by id in increasing id order, rows ascending inside a group); then seg [M + 1] (group u is order[seg[u] ..
+ * seg[u+1])); then seg_id [M] (group u's id). Entries past n_seg are unused. */
+static inline size_t token_groups_ints(size_t M) { return 3 * M + 2; }
+/* Groups ids[0..M) (each in [0, V)) into out[token_groups_ints(M)]; count is host scratch of V + 1 ints. */
+void token_groups_build(const int32_t *ids, int M, int V, int32_t *out, int32_t *count);
+
+/* The per-step scalars of an AdamW update, formed on the host in double (as PyTorch does) from the learning rate,
+ * the hyperparameters and the step, and read by adamw from backend memory (so that a captured step reads the
+ * current step's values): decay = 1 - lr*weight_decay, step_size = lr / (1 - beta1^step), bc2_sqrt =
+ * sqrt(1 - beta2^step). */
+typedef struct AdamwScalars {
+    float decay, step_size, bc2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps;
+} AdamwScalars;
+AdamwScalars adamw_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, int step);
+
 typedef struct Kernels {
     const char *name;   /* "cpu" or "cuda" */
     const char *detail; /* which path runs, for the user (the CUDA tables: fusion on or off), or NULL */
@@ -78,6 +96,13 @@ typedef struct Kernels {
      * for the checkpoint snapshot; NULL when the host has not the memory. */
     void *(*host_alloc)(size_t bytes);
     void (*host_free)(void *p);
+    /* Step capture, NULL in a table that cannot: capture_begin() records the operations called after it instead of
+     * running them (no copy to or from the host may be among them), capture_end() returns the recording, replay
+     * runs it again with whatever the backend memory it reads holds then, graph_free frees it. */
+    void (*capture_begin)(void);
+    void *(*capture_end)(void);
+    void (*replay)(void *graph);
+    void (*graph_free)(void *graph);
 
     /* ---- forward ---- */
 
@@ -117,10 +142,10 @@ typedef struct Kernels {
      * onehot(targets[m])) the gradient of  dscale * sum_m loss[m]  with respect to the logits, dZ = r * g and
      * c[m] = <logits[m], g[m]>: dW [V,K] += dZ^T . O (fp32), and the final norm's backward as gemm_norm_backward
      * with accumulate == 0 (x [M,K] the norm's input, gamma/dgamma [K]): dres [M,K] = gamma * G - (r^2/K) c x with
-     * G = dZ . W, dgamma += sum_m G x. */
-    void (*lm_head_train)(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
-                          const void *x, const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M,
-                          int V, int K);
+     * G = dZ . W, dgamma += sum_m G x. target_groups: the targets' token groups (backend memory). */
+    void (*lm_head_train)(const void *O, const void *W, const float *r, const int32_t *targets,
+                          const int32_t *target_groups, float dscale, const void *x, const float *gamma, float *loss,
+                          float *dW, void *dres, float *dgamma, int M, int V, int K);
 
     /* ---- backward ---- */
 
@@ -160,21 +185,30 @@ typedef struct Kernels {
                                const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T,
                                int Hq, int Hkv, int hd);
 
-    /* Embedding backward: dE[tokens[m]] += dx[m], deterministic (the same bits for the same inputs). dE [V,D] fp32. */
-    void (*embed_backward)(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V);
+    /* Embedding backward: dE[tokens[m]] += dx[m], deterministic (the same bits for the same inputs). dE [V,D] fp32.
+     * groups: the tokens' token groups (backend memory). */
+    void (*embed_backward)(const int32_t *tokens, const int32_t *groups, const void *dx, float *dE, int M, int D,
+                           int V);
 
     /* ---- optimizer ---- */
 
-    /* Sum of squares of g[0..n) (fp32 in, the sum returned to the host in double). Deterministic. */
-    double (*sum_squares)(const float *g, size_t n);
+    /* Sums, deterministic, into one fp64 in backend memory (nothing waits for the backend): *out = the sum of
+     * squares of g[0..n); *out = sum of x[0..n) (+ the old *out when accumulate != 0). */
+    void (*sum_squares)(const float *g, size_t n, double *out);
+    void (*sum)(const float *x, size_t n, double *out, int accumulate);
 
-    /* AdamW on n parameters (PyTorch's torch.optim.AdamW semantics), with the gradient multiplied by grad_scale first
-     * (global-norm clipping and nothing else):  g = grad*grad_scale; p *= 1 - lr*weight_decay;
-     * m = m + (1-beta1)*(g - m) (torch's lerp); v = beta2*v + (1-beta2)*g^2;
-     * p -= (lr / (1 - beta1^step)) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps); then working = act(p).
-     * step counts from 1. master/m/v/grad fp32, working act. */
-    void (*adamw)(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr,
-                  float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step);
+    /* Global-norm clipping's factor, in backend memory: parts[0..n_loss) are loss sums and parts[n_loss ..
+     * n_loss + n_sq) sums of squares of the gradient. With norm = sqrt(parts[n_loss] + ... + parts[n_loss+n_sq-1])
+     * (added in that order, in fp64): *scale = NaN if a part is not finite (no update), else
+     * min(1, max_norm / (norm + 1e-6)) when max_norm > 0, else 1. */
+    void (*clip_scale)(const double *parts, int n_loss, int n_sq, double max_norm, float *scale);
+
+    /* AdamW on n parameters (PyTorch's torch.optim.AdamW semantics), with the gradient multiplied by *grad_scale
+     * first (global-norm clipping's factor; not finite: nothing changes) and s the step's scalars, both in backend
+     * memory:  g = grad*scale; p *= decay; m = m + (1-beta1)*(g - m) (torch's lerp); v = beta2*v + (1-beta2)*g^2;
+     * p -= step_size * m / (sqrt(v) / bc2_sqrt + eps); then working = act(p). master/m/v/grad fp32, working act. */
+    void (*adamw)(float *master, void *working, const float *grad, float *m, float *v, size_t n,
+                  const AdamwScalars *s, const float *grad_scale);
 
     /* ---- memory: the preflight and reporting ---- */
 

@@ -18,6 +18,7 @@
 #include "model/config_rope.h"
 #include "util/fsutil.h"
 #include "util/suggest.h"
+#include "util/utf8.h"
 
 #define M_(field) 1, offsetof(ModelConfig, field), 0
 #define T_(field) 0, offsetof(TrainConfig, field), 0
@@ -48,9 +49,12 @@ const Option CONFIG_OPTIONS[] = {
     {"device", 'd', OPT_STRING, TS_(device), 0, 0, "auto|cpu|cuda", "auto", "where to train"},
     {"fusion", 0, OPT_STRING, TS_(fusion), 0, 0, "on|off", "on",
      "CUDA backend: the GEMM-epilogue programs (on) or cuBLAS GEMMs + separate passes (off); the CPU ignores it"},
+    {"cuda_graph", 0, OPT_STRING, TS_(cuda_graph), 0, 0, "on|off", "on",
+     "CUDA backend: capture the training step as a CUDA graph and replay it (on) or launch its kernels each step "
+     "(off); the same bits either way; the CPU ignores it"},
     {"batch_size", 'b', OPT_INT, T_(batch_size), 1, 1 << 20, NULL, "4", "sequences per micro-batch B"},
     {"seq_len", 't', OPT_INT, T_(seq_len), 1, 1 << 24, NULL, "256", "sequence length T"},
-    {"total_batch_tokens", 0, OPT_INT64, T_(total_batch_tokens), 0, BIG, NULL, "0",
+    {"total_batch_tokens", 0, OPT_INT64, T_(total_batch_tokens), 0, 9e15, NULL, "0",
      "tokens per optimizer step, a multiple of B*T (0: B*T); the rest is gradient accumulation"},
     {"steps", 'n', OPT_INT, T_(steps), 0, 99999999, NULL, "100",
      "optimizer steps (0: write the initial weights as checkpoint step_00000000 and exit)"},
@@ -180,6 +184,12 @@ static int set_string(const Option *o, Config *cfg, const char *s, const char *w
         snprintf(err, errlen, "%s: %s is longer than %zu characters", where, o->key, o->size - 1);
         return -1;
     }
+    const long bad = utf8_invalid_at(s);
+    if (bad >= 0) { /* the run's train_config.json, JSON text, could not hold it */
+        snprintf(err, errlen, "%s: %s is not UTF-8 text (byte %ld, 0x%02x, is not part of a UTF-8 character)", where,
+                 o->key, bad + 1, (unsigned char)s[bad]);
+        return -1;
+    }
     memcpy(option_field(o, cfg), s, strlen(s) + 1);
     return 0;
 }
@@ -242,7 +252,7 @@ static int apply_rope_keys(Config *cfg, const cJSON *theta, const cJSON *scaling
 int config_load_file(Config *cfg, const char *path, char *err, size_t errlen) {
     size_t len;
     char inner[512];
-    char *text = fs_read_all(path, &len, inner, sizeof(inner));
+    char *text = fs_read_all(path, CONFIG_MAX_BYTES, &len, inner, sizeof(inner));
     if (!text) {
         snprintf(err, errlen, "config %s", inner); /* inner is "PATH: problem" */
         return -1;
@@ -586,7 +596,8 @@ static const char *RESUME_SAFE_KEYS[] = {"steps", "eval_every", "eval_batches", 
                                          "sample_prompt", "temperature", "top_k", "checkpoint_every", "keep_last",
                                          "log_every",
                                          "skip_nonfinite",
-                                         "export_dtype", "device", "fusion", "tokenizer", "out_dir", "init_from"};
+                                         "export_dtype", "device", "fusion", "cuda_graph", "tokenizer", "out_dir",
+                                         "init_from"};
 
 static int resume_safe(const char *key) {
     for (size_t i = 0; i < sizeof(RESUME_SAFE_KEYS) / sizeof(RESUME_SAFE_KEYS[0]); i++)
@@ -620,8 +631,8 @@ int config_resume_merge(Config *ckpt, int argc, char **argv, char *err, size_t e
         option_format(o, &merged, now, sizeof(now));
         snprintf(err, errlen, "--resume: %s would change from %s (checkpoint %s) to %s; the data, batch, optimizer, "
                  "schedule and seed of a run cannot change when it resumes (only steps, the eval/sample/checkpoint "
-                 "settings, keep_last, export_dtype, device, fusion, tokenizer and out_dir can)", o->key, was, ckpt->path,
-                 now);
+                 "settings, keep_last, export_dtype, device, fusion, cuda_graph, tokenizer and out_dir can)", o->key,
+                 was, ckpt->path, now);
         return -1;
     }
     *ckpt = merged;
@@ -672,6 +683,11 @@ int config_validate_model(const ModelConfig *m, const char *p, char *err, size_t
     return 0;
 }
 
+int64_t config_micro_steps(const TrainConfig *t) {
+    const int64_t micro_tokens = (int64_t)t->batch_size * t->seq_len;
+    return t->total_batch_tokens ? t->total_batch_tokens / micro_tokens : 1;
+}
+
 int config_validate(const Config *cfg, char *err, size_t errlen) {
     const ModelConfig *m = &cfg->model;
     const TrainConfig *t = &cfg->train;
@@ -693,8 +709,11 @@ int config_validate(const Config *cfg, char *err, size_t errlen) {
                  p, (long long)t->total_batch_tokens, (long long)bt);
         return -1;
     }
-    if (t->steps > 0 && t->warmup_steps > t->steps) {
-        snprintf(err, errlen, "config %s: warmup_steps (%d) exceeds steps (%d)", p, t->warmup_steps, t->steps);
+    if (config_micro_steps(t) > INT_MAX) {
+        snprintf(err, errlen, "config %s: total_batch_tokens (%lld) is %lld micro-batches of batch_size*seq_len (%d x "
+                 "%d) per step, more than the %d a step can count: lower total_batch_tokens or raise batch_size or "
+                 "seq_len", p, (long long)t->total_batch_tokens, (long long)config_micro_steps(t), t->batch_size,
+                 t->seq_len, INT_MAX);
         return -1;
     }
     if (!t->train_data[0]) {

@@ -9,6 +9,8 @@
 #include <stdint.h>
 
 #define CONFIG_PATH_MAX 512
+/* The largest config file read: a config is a few hundred bytes. */
+#define CONFIG_MAX_BYTES ((size_t)1 << 20)
 
 typedef struct ModelConfig {
     int hidden_size;             /* D */
@@ -37,6 +39,7 @@ typedef struct TrainConfig {
     char tokenizer[CONFIG_PATH_MAX];  /* "byte", a tiktoken tokenizer.model path, or "auto" (for samples) */
     char device[16];                  /* auto | cpu | cuda */
     char fusion[8];                   /* on | off: the CUDA backend's fused or unfused operation table */
+    char cuda_graph[8];               /* on | off: replay the training step as a captured graph */
     int batch_size;                   /* B, sequences per micro-batch */
     int seq_len;                      /* T */
     int64_t total_batch_tokens;       /* tokens per optimizer step; a multiple of B*T (0 = B*T) */
@@ -86,8 +89,8 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
 
 /* --resume: ckpt holds the checkpoint's train_config.json; applies the command line (-c and flags) on top of it.
  * Only keys that can change safely may differ (steps, eval/sample/checkpoint intervals and settings, keep_last,
- * export_dtype, device, fusion, tokenizer, out_dir, init_from); any other difference (model shape, data, batch,
- * optimizer, seed, schedule) is an error naming the key. Validates the result. 0 or -1 with a message. */
+ * export_dtype, device, fusion, cuda_graph, tokenizer, out_dir, init_from); any other difference (model shape,
+ * data, batch, optimizer, seed, schedule) is an error naming the key. Validates the result. 0 or -1 with a message. */
 int config_resume_merge(Config *ckpt, int argc, char **argv, char *err, size_t errlen);
 
 /* The first model key on which a and b differ (HF name, "rope_scaling" for the scaling fields), or NULL. */
@@ -104,6 +107,9 @@ int config_apply_flags(Config *cfg, int argc, char **argv, const char **config_p
 
 /* Checks consistency of everything (shapes, ranges, batch arithmetic). 0 or -1 with a message. */
 int config_validate(const Config *cfg, char *err, size_t errlen);
+/* The micro-batches of one optimizer step: total_batch_tokens / (batch_size*seq_len), or 1 when it is 0 (in 64 bits:
+ * config_validate checks that it fits an int). */
+int64_t config_micro_steps(const TrainConfig *t);
 /* The model part of config_validate (path: the file it came from, for the message). */
 int config_validate_model(const ModelConfig *m, const char *path, char *err, size_t errlen);
 

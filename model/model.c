@@ -129,8 +129,8 @@ static size_t plan_arena(Model *m, char *base) {
     m->r_final = take(&cv, M, 1, 4);
     m->rope_cos = take(&cv, m->T, c->head_dim / 2, 4);
     m->rope_sin = take(&cv, m->T, c->head_dim / 2, 4);
-    m->tokens = take(&cv, M, 1, 4);
-    m->targets = take(&cv, M, 1, 4);
+    void *batch = take(&cv, model_batch_bytes((int)M), 1, 1);
+    if (base) model_batch_bind(&m->batch, batch, (int)M);
     m->losses = take(&cv, M, 1, 4);
     m->dres = take(&cv, M, D, ab);
     m->dZgu = take(&cv, M, 2 * F, ab);
@@ -144,9 +144,17 @@ static size_t plan_arena(Model *m, char *base) {
 /* ---------------------------------------------------------------- the backend buffers */
 
 /* What model_create allocates on the backend, one buffer each. */
-enum { BUF_MASTER, BUF_WEIGHTS, BUF_GRADS, BUF_GRAD_SQ, BUF_ADAM_M, BUF_ADAM_V, BUF_ARENA, N_BUFS };
+enum { BUF_MASTER, BUF_WEIGHTS, BUF_GRADS, BUF_STATS, BUF_ADAM_M, BUF_ADAM_V, BUF_ARENA, N_BUFS };
 static const char *const BUF_NAMES[N_BUFS] = {"master weights", "working weights", "gradients",
-                                              "gradient sums of squares", "AdamW m", "AdamW v", "activation arena"};
+                                              "step results and scalars", "AdamW m", "AdamW v", "activation arena"};
+
+/* The step buffer (BUF_STATS): the stats doubles, then the clip factor, then the two AdamW scalar sets. */
+static size_t stats_count(const Model *m) {
+    return 1 + (size_t)m->table.n_views + 4 * (size_t)m->cfg.num_hidden_layers;
+}
+static size_t stats_scale_at(const Model *m) { return stats_count(m) * sizeof(double); }
+static size_t stats_scalars_at(const Model *m) { return stats_scale_at(m) + 16; }
+static size_t stats_bytes(const Model *m) { return stats_scalars_at(m) + 2 * sizeof(AdamwScalars); }
 
 /* The sizes of the backend buffers of m (its cfg, k, B, T, table and layers set): the one list that model_create
  * allocates and model_memory counts. */
@@ -155,7 +163,7 @@ static void buffer_sizes(Model *m, size_t bytes[N_BUFS]) {
     bytes[BUF_MASTER] = size_mul(n, sizeof(float));
     bytes[BUF_WEIGHTS] = size_mul(n, m->k->act_bytes);
     bytes[BUF_GRADS] = size_mul(n, sizeof(float));
-    bytes[BUF_GRAD_SQ] = (size_t)4 * m->cfg.num_hidden_layers * sizeof(double);
+    bytes[BUF_STATS] = stats_bytes(m);
     bytes[BUF_ADAM_M] = size_mul(n, sizeof(float));
     bytes[BUF_ADAM_V] = size_mul(n, sizeof(float));
     bytes[BUF_ARENA] = plan_arena(m, NULL);
@@ -188,7 +196,7 @@ int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMe
         buffer_sizes(&m, bytes);
         const KernelShapes shapes = kernel_shapes(&m);
         mem->params = size_add(bytes[BUF_MASTER], bytes[BUF_WEIGHTS]);
-        mem->grads = size_add(bytes[BUF_GRADS], bytes[BUF_GRAD_SQ]);
+        mem->grads = size_add(bytes[BUF_GRADS], bytes[BUF_STATS]);
         mem->adam = size_add(bytes[BUF_ADAM_M], bytes[BUF_ADAM_V]);
         mem->activations = bytes[BUF_ARENA];
         mem->workspace = k->workspace_bytes(&shapes);
@@ -293,18 +301,22 @@ int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int 
     m->master = buf[BUF_MASTER];
     m->weights = buf[BUF_WEIGHTS];
     m->grads = buf[BUF_GRADS];
-    m->grad_sq = buf[BUF_GRAD_SQ];
+    m->stats = buf[BUF_STATS];
+    m->clip_scale = (float *)((char *)m->stats + stats_scale_at(m));
+    m->adam_scalars = (AdamwScalars *)((char *)m->stats + stats_scalars_at(m));
     m->adam_m = buf[BUF_ADAM_M];
     m->adam_v = buf[BUF_ADAM_V];
     m->arena = buf[BUF_ARENA];
     plan_arena(m, m->arena);
-    m->host_losses = malloc((size_t)B * T * sizeof(float));
-    m->host_grad_sq = malloc((size_t)4 * cfg->num_hidden_layers * sizeof(double));
-    if (!m->host_losses || !m->host_grad_sq || plan_accumulated_runs(m) || upload_rope_tables(m)) {
+    m->host_batch = malloc(size_mul(token_groups_ints((size_t)B * T) + (size_t)B * T, sizeof(int32_t)));
+    m->host_count = malloc(((size_t)cfg->vocab_size + 1) * sizeof(int32_t));
+    m->host_stats = malloc(stats_count(m) * sizeof(double));
+    if (!m->host_batch || !m->host_count || !m->host_stats || plan_accumulated_runs(m) || upload_rope_tables(m)) {
         snprintf(err, errlen, "out of host memory");
         model_destroy(m);
         return -1;
     }
+    m->grad_sq = m->stats + 1 + m->n_acc_runs;
     return 0;
 }
 
@@ -319,9 +331,10 @@ void model_destroy(Model *m) {
     k->free(m->arena);
     free(m->layers);
     free(m->table.views);
-    free(m->host_losses);
-    k->free(m->grad_sq);
-    free(m->host_grad_sq);
+    free(m->host_batch);
+    free(m->host_count);
+    k->free(m->stats);
+    free(m->host_stats);
     free(m->acc_runs);
     memset(m, 0, sizeof(*m));
 }
@@ -362,15 +375,47 @@ void model_zero_grads(Model *m) {
     m->grad_sq_ready = 0;
 }
 
-double model_grad_sum_squares(Model *m) {
+int model_queue_grad_squares(Model *m) {
     const Kernels *k = m->k;
-    if (!m->grad_sq_ready) return k->sum_squares(m->grads, m->table.n_params);
+    double *parts = m->stats + 1;
+    if (!m->grad_sq_ready) {
+        k->sum_squares(m->grads, m->table.n_params, parts);
+        return 1;
+    }
+    for (int i = 0; i < m->n_acc_runs; i++) k->sum_squares(m->grads + m->acc_runs[i][0], m->acc_runs[i][1], parts + i);
+    return m->n_acc_runs + 4 * m->cfg.num_hidden_layers; /* the layers' parts, grad_sq, follow the runs' */
+}
+
+double model_grad_sum_squares(Model *m) {
+    const int n = model_queue_grad_squares(m);
+    m->k->copy_to_host(m->host_stats, m->stats + 1, (size_t)n * sizeof(double));
     double s = 0.0;
-    for (int i = 0; i < m->n_acc_runs; i++) s += k->sum_squares(m->grads + m->acc_runs[i][0], m->acc_runs[i][1]);
-    const int n = 4 * m->cfg.num_hidden_layers;
-    k->copy_to_host(m->host_grad_sq, m->grad_sq, (size_t)n * sizeof(double));
-    for (int i = 0; i < n; i++) s += m->host_grad_sq[i];
+    for (int i = 0; i < n; i++) s += m->host_stats[i];
     return s;
+}
+
+/* ---------------------------------------------------------------- batches */
+
+size_t model_batch_bytes(int M) { return 2 * (token_groups_ints((size_t)M) + (size_t)M) * sizeof(int32_t); }
+
+void model_batch_bind(ModelBatch *b, void *mem, int M) {
+    int32_t *p = mem;
+    const size_t half = token_groups_ints((size_t)M) + (size_t)M;
+    b->tokens = p;
+    b->token_groups = p + M;
+    b->targets = p + half;
+    b->target_groups = p + half + M;
+}
+
+void model_batch_load(Model *m, const ModelBatch *b, const int32_t *inputs, const int32_t *targets, int M) {
+    const size_t half = token_groups_ints((size_t)M) + (size_t)M;
+    for (int which = 0; which < 2; which++) {
+        const int32_t *ids = which ? targets : inputs;
+        if (!ids) continue;
+        memcpy(m->host_batch, ids, (size_t)M * sizeof(int32_t));
+        token_groups_build(ids, M, m->cfg.vocab_size, m->host_batch + M, m->host_count);
+        m->k->copy_to_device(which ? b->targets : b->tokens, m->host_batch, half * sizeof(int32_t));
+    }
 }
 
 /* ---------------------------------------------------------------- forward / backward */
@@ -387,14 +432,18 @@ static void block_output(Model *m, int l, void **x, float **r) {
 }
 
 void model_forward(Model *m, const int32_t *tokens, int B, int T) {
+    model_batch_load(m, &m->batch, tokens, NULL, B * T);
+    model_forward_batch(m, &m->batch, B, T);
+}
+
+void model_forward_batch(Model *m, const ModelBatch *b, int B, int T) {
     const Kernels *k = m->k;
     const ModelConfig *c = &m->cfg;
     int M = B * T, D = c->hidden_size, F = c->intermediate_size, hd = c->head_dim;
     int Hq = c->num_attention_heads, Hkv = c->num_key_value_heads, Nqkv = config_qkv_dim(c);
     float eps = (float)c->rms_norm_eps;
-    k->copy_to_device(m->tokens, tokens, (size_t)M * sizeof(int32_t));
     LayerActs *a0 = &m->layers[0];
-    k->embed_norm(m->tokens, W(m, PARAM_EMBED, -1), gamma_of(m, PARAM_ATTN_NORM, 0), eps, a0->x, m->O, a0->r1, M, D);
+    k->embed_norm(b->tokens, W(m, PARAM_EMBED, -1), gamma_of(m, PARAM_ATTN_NORM, 0), eps, a0->x, m->O, a0->r1, M, D);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *a = &m->layers[l];
         void *x_next;
@@ -413,24 +462,30 @@ void model_forward(Model *m, const int32_t *tokens, int B, int T) {
 }
 
 double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_scale) {
+    model_batch_load(m, &m->batch, NULL, targets, B * T);
+    model_loss_batch(m, &m->batch, B, T, grad_scale, 0);
+    double sum;
+    m->k->copy_to_host(&sum, m->stats, sizeof(double));
+    return sum / ((double)B * T);
+}
+
+void model_loss_batch(Model *m, const ModelBatch *b, int B, int T, float grad_scale, int accumulate) {
     const Kernels *k = m->k;
     int M = B * T;
     const int V = m->cfg.vocab_size, D = m->cfg.hidden_size;
     ParamKind lm = lm_head_kind(m);
-    k->copy_to_device(m->targets, targets, (size_t)M * sizeof(int32_t));
     if (grad_scale != 0)
-        k->lm_head_train(m->O, W(m, lm, -1), m->r_final, m->targets, grad_scale, m->x_final,
+        k->lm_head_train(m->O, W(m, lm, -1), m->r_final, b->targets, b->target_groups, grad_scale, m->x_final,
                          gamma_of(m, PARAM_FINAL_NORM, -1), m->losses, grad_of(m, lm, -1), m->dres,
                          grad_of(m, PARAM_FINAL_NORM, -1), M, V, D);
     else
-        k->lm_head_loss(m->O, W(m, lm, -1), m->r_final, m->targets, m->losses, M, V, D);
-    k->copy_to_host(m->host_losses, m->losses, (size_t)M * sizeof(float));
-    double sum = 0;
-    for (int i = 0; i < M; i++) sum += m->host_losses[i];
-    return sum / M;
+        k->lm_head_loss(m->O, W(m, lm, -1), m->r_final, b->targets, m->losses, M, V, D);
+    k->sum(m->losses, (size_t)M, m->stats, accumulate);
 }
 
-void model_backward(Model *m, int B, int T, int micro) {
+void model_backward(Model *m, int B, int T, int micro) { model_backward_batch(m, &m->batch, B, T, micro); }
+
+void model_backward_batch(Model *m, const ModelBatch *b, int B, int T, int micro) {
     const Kernels *k = m->k;
     const ModelConfig *c = &m->cfg;
     int M = B * T, D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, hd = c->head_dim;
@@ -458,7 +513,7 @@ void model_backward(Model *m, int B, int T, int micro) {
                               m->dres, grad_of(m, PARAM_ATTN_NORM, l), 1, M, Nqkv, D);
     }
 #undef SQ
-    k->embed_backward(m->tokens, m->dres, grad_of(m, PARAM_EMBED, -1), M, D, V);
+    k->embed_backward(b->tokens, b->token_groups, m->dres, grad_of(m, PARAM_EMBED, -1), M, D, V);
     m->grad_sq_ready = (micro & MICRO_LAST) != 0;
 }
 

@@ -53,6 +53,17 @@ typedef struct LayerActs {
     void *Zgu;    /* [M, 2F] r2 * (O2 . Wgateup^T) */
 } LayerActs;
 
+/* One micro-batch in backend memory: its ids and targets and their token groups (kernels.h), each half
+ * contiguous so that model_batch_load copies it at once: [tokens M | token_groups], [targets M | target_groups]. */
+typedef struct ModelBatch {
+    int32_t *tokens, *token_groups;
+    int32_t *targets, *target_groups;
+} ModelBatch;
+
+/* The backend bytes of a batch of M rows, and its fields pointed into mem (that many bytes of backend memory). */
+size_t model_batch_bytes(int M);
+void model_batch_bind(ModelBatch *b, void *mem, int M);
+
 typedef struct Model {
     ModelConfig cfg;
     const Kernels *k;
@@ -71,7 +82,7 @@ typedef struct Model {
     void *x_final;         /* [M, D] the last block's output */
     float *r_final;        /* [M] */
     float *rope_cos, *rope_sin; /* [T, hd/2] */
-    int32_t *tokens, *targets;  /* [M] on the device */
+    ModelBatch batch;           /* the batch of model_forward and model_loss */
     float *losses;              /* [M] per-row loss */
     void *dres;                 /* [M, D] residual-stream gradient */
     void *dZgu;                 /* [M, 2F] */
@@ -79,11 +90,18 @@ typedef struct Model {
     void *dy;                   /* [M, Hq*hd] */
     float *c;                   /* [M] RMSNorm-backward row scalars */
     float *logits_row;          /* [V] fp32, for sampling */
-    float *host_losses;         /* [M] host copy */
-    /* global-norm clipping: the block weights' gradients come from gemm_dw, which leaves their sums of squares on
-     * the last micro-batch; every other gradient (embedding, LM head, norms) lies in the runs below */
-    double *grad_sq;            /* [4 L] fp64 in backend memory: per layer Wqkv, Wo, Wgateup, Wdown */
-    double *host_grad_sq;       /* [4 L] */
+    int32_t *host_batch;        /* a batch half being made: ids and their groups (token_groups_ints(M) + M) */
+    int32_t *host_count;        /* [V + 1] the grouping's scratch */
+    /* A step's results in backend memory (stats, fp64), read once per step: stats[0] the loss sum, then the
+     * gradient's sums of squares in the order of their sum (the accumulated runs', then grad_sq's). The block
+     * weights' gradients come from gemm_dw, which leaves their sums of squares on the last micro-batch; every
+     * other gradient (embedding, LM head, norms) lies in the runs below. */
+    double *stats;              /* [1 + n_views + 4 L] */
+    double *grad_sq;            /* = stats + 1 + n_acc_runs: [4 L] per layer Wqkv, Wo, Wgateup, Wdown */
+    double *host_stats;
+    int n_sq;                   /* the sums of squares the last optimizer_queue added */
+    float *clip_scale;          /* clip_scale's factor (backend memory) */
+    AdamwScalars *adam_scalars; /* [2] the step's AdamW scalars (backend memory): decayed and not */
     int grad_sq_ready;          /* 1 after a last micro-batch's backward, until the gradients are zeroed */
     size_t (*acc_runs)[2];      /* [n_acc_runs] (offset, length) of the accumulated gradients, in order */
     int n_acc_runs;
@@ -120,6 +138,10 @@ void model_set_master(Model *m, const float *host, size_t offset, size_t n);
 const ParamView *param_table_find(const ParamTable *t, const char *name);
 const ParamView *model_find_param(const Model *m, const char *name);
 
+/* Groups the host ids on the host and copies them with their groups into b, each of inputs and targets that is
+ * not NULL in one copy (M rows). */
+void model_batch_load(Model *m, const ModelBatch *b, const int32_t *inputs, const int32_t *targets, int M);
+
 /* Forward of B sequences of T tokens (host ids), through the final norm (x_final, O, r_final). */
 void model_forward(Model *m, const int32_t *tokens, int B, int T);
 /* Mean cross-entropy of the last forward against targets (host ids). With grad_scale != 0 also the backward of the
@@ -132,6 +154,12 @@ double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_sca
 enum { MICRO_FIRST = 1, MICRO_LAST = 2 };
 /* Backward of the blocks after model_loss(grad_scale != 0): into m->grads (see MICRO_FIRST). */
 void model_backward(Model *m, int B, int T, int micro);
+
+/* The same three on a loaded batch, queued with nothing read back (what a training step runs, and captures): the
+ * loss sum goes to m->stats[0] (added to it when accumulate != 0). */
+void model_forward_batch(Model *m, const ModelBatch *b, int B, int T);
+void model_loss_batch(Model *m, const ModelBatch *b, int B, int T, float grad_scale, int accumulate);
+void model_backward_batch(Model *m, const ModelBatch *b, int B, int T, int micro);
 /* Logits of the last row of the last forward, into host logits[V]. */
 void model_last_logits(Model *m, int B, int T, float *logits);
 
@@ -139,7 +167,9 @@ void model_last_logits(Model *m, int B, int T, float *logits);
  * which the MICRO_FIRST backward writes). */
 void model_zero_grads(Model *m);
 /* The sum of squares of the whole gradient (fp64): after a MICRO_LAST backward, the block weights' shares from its
- * weight-gradient GEMMs and passes over the rest only; otherwise one pass over all of it. */
+ * weight-gradient GEMMs and passes over the rest only; otherwise one pass over all of it. model_queue_grad_squares
+ * queues the parts into m->stats[1 ...] and returns their count; model_grad_sum_squares also waits and adds them. */
+int model_queue_grad_squares(Model *m);
 double model_grad_sum_squares(Model *m);
 
 /* The RoPE inverse frequencies of the config (Llama-3 scaling applied), inv_freq[hd/2]. */

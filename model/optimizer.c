@@ -21,20 +21,35 @@ double lr_at_step(const TrainConfig *t, int step) {
     return peak; /* constant */
 }
 
-double optimizer_step(Model *m, const TrainConfig *t, double lr, int step) {
+void optimizer_set_step(Model *m, const TrainConfig *t, double lr, int step) {
+    const AdamwScalars s[2] = {
+        adamw_scalars((float)lr, (float)t->beta1, (float)t->beta2, (float)t->adam_eps, (float)t->weight_decay, step),
+        adamw_scalars((float)lr, (float)t->beta1, (float)t->beta2, (float)t->adam_eps, 0.0f, step)};
+    m->k->copy_to_device(m->adam_scalars, s, sizeof(s));
+}
+
+void optimizer_queue(Model *m, const TrainConfig *t, int n_loss) {
     const Kernels *k = m->k;
-    size_t n = m->table.n_params, nd = m->table.n_decay;
-    double norm = sqrt(model_grad_sum_squares(m));
-    if (!isfinite(norm)) return norm;
-    double scale = 1.0;
-    if (t->grad_clip > 0) {
-        scale = t->grad_clip / (norm + 1e-6);
-        if (scale > 1) scale = 1;
-    }
-    size_t ab = k->act_bytes;
-    k->adamw(m->master, m->weights, m->grads, m->adam_m, m->adam_v, nd, (float)lr, (float)t->beta1,
-             (float)t->beta2, (float)t->adam_eps, (float)t->weight_decay, (float)scale, step);
+    size_t n = m->table.n_params, nd = m->table.n_decay, ab = k->act_bytes;
+    m->n_sq = model_queue_grad_squares(m);
+    k->clip_scale(m->stats + 1 - n_loss, n_loss, m->n_sq, t->grad_clip, m->clip_scale);
+    k->adamw(m->master, m->weights, m->grads, m->adam_m, m->adam_v, nd, &m->adam_scalars[0], m->clip_scale);
     k->adamw(m->master + nd, (char *)m->weights + nd * ab, m->grads + nd, m->adam_m + nd, m->adam_v + nd, n - nd,
-             (float)lr, (float)t->beta1, (float)t->beta2, (float)t->adam_eps, 0.0f, (float)scale, step);
+             &m->adam_scalars[1], m->clip_scale);
+}
+
+void optimizer_read(Model *m, double *loss_sum, double *norm) {
+    m->k->copy_to_host(m->host_stats, m->stats, (size_t)(1 + m->n_sq) * sizeof(double));
+    double sq = 0.0;
+    for (int i = 0; i < m->n_sq; i++) sq += m->host_stats[1 + i];
+    *loss_sum = m->host_stats[0];
+    *norm = sqrt(sq);
+}
+
+double optimizer_step(Model *m, const TrainConfig *t, double lr, int step) {
+    optimizer_set_step(m, t, lr, step);
+    optimizer_queue(m, t, 0);
+    double loss_sum, norm;
+    optimizer_read(m, &loss_sum, &norm);
     return norm;
 }

@@ -23,4 +23,13 @@ double lr_at_step(const TrainConfig *t, int step);
  * update is applied (it would make every weight NaN). */
 double optimizer_step(Model *m, const TrainConfig *t, double lr, int step);
 
+/* optimizer_step in three parts, so that a step can be queued whole (and captured) with one read at its end:
+ * optimizer_set_step copies the AdamW scalars of (lr, step) to the backend, for the queued work to read when it
+ * runs; optimizer_queue queues the gradient's sums of squares, the clip factor and AdamW, where n_loss = 1 makes
+ * a loss sum in m->stats[0] that is not finite stop the update too (0: the norm alone decides); nothing waits.
+ * optimizer_read waits and returns the loss sum (n_loss = 1) and the norm of the last queued step. */
+void optimizer_set_step(Model *m, const TrainConfig *t, double lr, int step);
+void optimizer_queue(Model *m, const TrainConfig *t, int n_loss);
+void optimizer_read(Model *m, double *loss_sum, double *norm);
+
 #endif

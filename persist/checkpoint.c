@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "persist/hf_config.h"
@@ -131,15 +132,6 @@ int checkpoint_model_dir(const char *dir, char *out, size_t cap, char *err, size
 int checkpoint_clean_leftovers(const char *run_dir, char *err, size_t errlen) {
     static const char *const suffixes[] = {".tmp", ".deleting"};
     return remove_matching(run_dir, ".step_", suffixes, 2, 1, err, errlen);
-}
-
-int checkpoint_remove_all(const char *run_dir, char *err, size_t errlen) {
-    static const char *const none[] = {""}, *const hidden[] = {".tmp", ".deleting"};
-    if (remove_matching(run_dir, "step_", none, 1, 0, err, errlen) ||
-        remove_matching(run_dir, ".step_", hidden, 2, 0, err, errlen) ||
-        remove_matching(run_dir, "damaged_step_", none, 1, 0, err, errlen))
-        return -1;
-    return fs_is_dir(run_dir) ? fs_sync_dir(run_dir, err, errlen) : 0;
 }
 
 /* Renames a complete checkpoint out of sight (so it never looks complete half-deleted), then deletes it. */
@@ -350,8 +342,10 @@ int checkpoint_check_files(const char *dir, char *err, size_t errlen) {
     char path[CHECKPOINT_PATH_MAX + 32];
     for (int i = 0; i < N_FILES; i++) {
         snprintf(path, sizeof(path), "%s/%s", dir, FILES[i]);
-        if (!fs_exists(path)) {
-            snprintf(err, errlen, "%s is missing", path);
+        struct stat st;
+        if (lstat(path, &st) != 0) {
+            if (errno == ENOENT) snprintf(err, errlen, "%s is missing", path);
+            else snprintf(err, errlen, "cannot read %s: %s", path, strerror(errno));
             return -1;
         }
     }

@@ -95,9 +95,6 @@ int checkpoint_prune(const char *run_dir, int keep_last, char *err, size_t errle
  * moved_to. */
 int checkpoint_set_aside(const char *run_dir, uint64_t step, char *moved_to, size_t cap, char *err, size_t errlen);
 
-/* Removes every checkpoint of run_dir, complete, partial or set aside (--overwrite). */
-int checkpoint_remove_all(const char *run_dir, char *err, size_t errlen);
-
 /* Checks that dir holds the four files, that model.safetensors' header agrees with its size and that config.json
  * parses; the message names the file and the problem. */
 int checkpoint_check_files(const char *dir, char *err, size_t errlen);

@@ -3,6 +3,7 @@
  * row maps of hf_layout.c. */
 #include "persist/hf_weights.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,14 +288,30 @@ static int check_tensors(const HfSource *s, const ModelConfig *c, const HfTensor
     return 0;
 }
 
-static int load_tensor(Model *m, StFile *f, const StTensorInfo *info, const HfTensor *t, Transfer *x, char *err,
-                       size_t errlen) {
+/* -1 with a message naming the tensor and element when one of the n values read is not finite: a model that would
+ * compute NaN from its first token (damaged weights, or those of a run that diverged). */
+static int check_finite(const char *dir, const HfTensor *t, size_t first, const float *v, size_t n, char *err,
+                        size_t errlen) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(v[i])) {
+            snprintf(err, errlen, "the weights of %s: tensor %s holds %s at element %zu: weights that are not finite "
+                     "are damaged or come from a run that diverged", dir, t->name, isnan(v[i]) ? "NaN" : "an infinity",
+                     first + i);
+            return -1;
+        }
+    return 0;
+}
+
+static int load_tensor(Model *m, const char *dir, StFile *f, const StTensorInfo *info, const HfTensor *t, Transfer *x,
+                       char *err, size_t errlen) {
     const ParamView *v = view_for(&m->table, t);
     size_t cols = (size_t)t->cols;
     for (size_t r0 = 0; r0 < (size_t)t->rows; r0 += x->chunk_rows) {
         RowChunk ch = chunk_at(t, r0, x->chunk_rows);
         size_t n_rows = ch.r1 - ch.r0, span_rows = ch.hi - ch.lo;
-        if (st_read_f32(f, info, ch.r0 * cols, n_rows * cols, x->rows, err, errlen)) return -1;
+        if (st_read_f32(f, info, ch.r0 * cols, n_rows * cols, x->rows, err, errlen) ||
+            check_finite(dir, t, ch.r0 * cols, x->rows, n_rows * cols, err, errlen))
+            return -1;
         float *dst = m->master + v->offset + ch.lo * cols;
         /* the span also holds rows of another HF tensor (gate/up): keep them */
         if (span_rows != n_rows) m->k->copy_to_host(x->span, dst, span_rows * cols * sizeof(float));
@@ -325,7 +342,7 @@ int hf_import_weights(Model *m, const char *dir, char *err, size_t errlen) {
     for (int i = 0; i < n; i++) {
         const StTensorInfo *info;
         StFile *f = source_find(&s, ts[i].name, &info);
-        if (load_tensor(m, f, info, &ts[i], &x, err, errlen)) goto done;
+        if (load_tensor(m, dir, f, info, &ts[i], &x, err, errlen)) goto done;
     }
     rc = 0;
 done:

@@ -1,9 +1,10 @@
-/* run_dir.c: refusing or clearing an existing run, and truncating the log on resume (see run_dir.h). */
+/* run_dir.c: refusing an existing run, and truncating the log on resume (see run_dir.h). */
 #include "persist/run_dir.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -28,17 +29,6 @@ int run_dir_check_new(const char *run_dir, int overwrite, char *err, size_t errl
     return 0;
 }
 
-int run_dir_clear(const char *run_dir, char *err, size_t errlen) {
-    char log[CHECKPOINT_PATH_MAX];
-    snprintf(log, sizeof(log), "%s/log.jsonl", run_dir);
-    if (unlink(log) != 0 && errno != ENOENT) {
-        snprintf(err, errlen, "cannot remove %s: %s", log, strerror(errno));
-        return -1;
-    }
-    if (checkpoint_remove_all(run_dir, err, errlen)) return -1;
-    return fs_make_dirs(run_dir, err, errlen);
-}
-
 /* The "step" of one log line, or -1 when the line is not a JSON object with a numeric step. */
 static double line_step(const char *line, size_t len) {
     cJSON *rec = cJSON_ParseWithLength(line, len);
@@ -52,7 +42,7 @@ int run_log_truncate(const char *log_path, uint64_t step, int *dropped, char *er
     *dropped = 0;
     if (!fs_exists(log_path)) return fs_write_durable(log_path, "", 0, err, errlen);
     size_t len;
-    char *text = fs_read_all(log_path, &len, err, errlen);
+    char *text = fs_read_all(log_path, SIZE_MAX, &len, err, errlen);
     if (!text) return -1;
     char *kept = malloc(len + 1);
     if (!kept) {

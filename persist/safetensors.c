@@ -289,6 +289,11 @@ StFile *st_open(const char *path, char *err, size_t errlen) {
         snprintf(err, errlen, "safetensors %s: cannot read its size: %s", path, strerror(errno));
         goto fail;
     }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "safetensors %s: %s", path,
+                 S_ISDIR(st.st_mode) ? "is a directory, not a file" : "is not a regular file");
+        goto fail;
+    }
     uint64_t size = (uint64_t)st.st_size, n;
     unsigned char len8[8];
     if (size < 8 || fread(len8, 1, 8, sf->f) != 8) {

@@ -6,6 +6,11 @@ and with --json FILE the same rows as a JSON list of {"program": "train_fused" |
 "torch_compile" | "torch_eager", "ms_per_step", "tokens_per_s", "peak_gib", "mfu", "gpu", "date"}.
 
     make && make data && python3 scripts/bench_vs_pytorch.py [--steps 20] [--no-compile] [--json FILE]
+    make && make data && python3 scripts/bench_vs_pytorch.py --shapes [--json results/bench_shapes.json]
+
+--shapes runs the three programs at each of SHAPES (Llama-3.2-1B at 4 x 2048, 8 x 2048 and 1 x 8192, and the
+Llama-3.2-3B shape at 2 x 2048; one micro-batch per step) and prints one table of them, with rows
+{"config", "B", "T", "program", "ms_per_step", "tokens_per_s", "mfu", "peak_gib", "gpu", "date"} in its JSON.
 
 The PyTorch side is the usual fast recipe: the same LLaMA-3 model (RMSNorm with fp32 statistics, RoPE from
 precomputed cos/sin tables, causal GQA through scaled_dot_product_attention, SwiGLU, tied LM head, mean
@@ -41,6 +46,8 @@ import timing  # noqa: E402
 from reference import Llama, model_config  # noqa: E402  (the one PyTorch model of the project)
 
 PEAK_FLOPS = 989e12
+SHAPES = [("configs/llama3_1b.json", 4, 2048), ("configs/llama3_1b.json", 8, 2048), ("configs/llama3_1b.json", 1, 8192),
+          ("configs/llama3_3b.json", 2, 2048)]
 
 
 class LlamaWithLoss(nn.Module):
@@ -129,6 +136,54 @@ def print_kernels(top, total):
         print(f"| `{name}` | {n} | {t:.2f} |")
 
 
+def run_shape(config, B, T, a, gpu, date):
+    """The three programs at one shape; their JSON rows."""
+    raw = json.load(open(config))
+    c = model_config(raw, config)
+    rows = []
+    for fusion in ("on", "off"):
+        ms, peak, n, _, out = bench_train(config, B, T, a.steps, a.warmup, a.binary, fusion)
+        print(out[-600:], flush=True)
+        rows.append(("train_fused" if fusion == "on" else "train_unfused", ms, peak, n))
+    ms, peak, n, _, kernels = bench_torch(c, raw.get("initializer_range", 0.02), B, T, a.steps, a.warmup, True)
+    print_kernels(*kernels)
+    rows.append(("torch_compile", ms, peak, n))
+    return [{"config": config, "B": B, "T": T, "program": key, "ms_per_step": round(ms, 2),
+             "tokens_per_s": round(B * T / (ms * 1e-3)),
+             "mfu": round(model_flops_per_token(c, n, T) * B * T / (ms * 1e-3) / PEAK_FLOPS, 4),
+             "peak_gib": round(peak, 2), "gpu": gpu, "date": date} for key, ms, peak, n in rows]
+
+
+def main_shapes(a):
+    gpu, date = torch.cuda.get_device_name(), time.strftime("%Y-%m-%d")
+    records = json.load(open(a.json)) if a.append and os.path.exists(a.json) else []
+    for i, (config, B, T) in enumerate(SHAPES):
+        if a.shape and i not in a.shape:
+            continue
+        print(f"=== {config}, {B} x {T}", flush=True)
+        records += run_shape(config, B, T, a, gpu, date)
+        if a.json:  # after every shape, so that a run cut short keeps what it measured
+            with open(a.json, "w") as f:
+                json.dump(records, f, indent=1)
+    print(f"\nGPU: {gpu}; {date}; one micro-batch per step; median of {a.steps} steps after {a.warmup} warm-up steps")
+    print("| shape | fusion on ms | fusion off ms | torch.compile ms | on / compile | on / off | "
+          "peak GiB on / off / compile |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for config, B, T in SHAPES:
+        r = {x["program"]: x for x in records if x["config"] == config and x["B"] == B and x["T"] == T}
+        if len(r) < 3:
+            continue
+        on, off, tc = r["train_fused"], r["train_unfused"], r["torch_compile"]
+        name = os.path.basename(config).replace(".json", "")
+        print(f"| {name}, {B} x {T} | {on['ms_per_step']:.1f} | {off['ms_per_step']:.1f} | {tc['ms_per_step']:.1f} | "
+              f"{tc['ms_per_step'] / on['ms_per_step']:.3f}x | {off['ms_per_step'] / on['ms_per_step']:.3f}x | "
+              f"{on['peak_gib']:.1f} / {off['peak_gib']:.1f} / {tc['peak_gib']:.1f} |")
+    print(f"method (both sides): {timing.STEP_METHOD}")
+    print("ratios: on / compile and on / off are tokens/s ratios (the other's ms over fusion on's)")
+    if a.json:
+        print(f"wrote {a.json}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("-c", "--config", default="configs/llama3_1b.json")
@@ -141,7 +196,13 @@ def main():
     ap.add_argument("--skip-torch", action="store_true")
     ap.add_argument("--skip-unfused", action="store_true", help="./train with fusion on only")
     ap.add_argument("--json", help="also write the rows to this JSON file")
+    ap.add_argument("--shapes", action="store_true", help="the table of SHAPES (ignores -c, -b, -t)")
+    ap.add_argument("--shape", type=int, action="append", help="with --shapes: only SHAPES[i] (repeatable)")
+    ap.add_argument("--append", action="store_true",
+                    help="with --shapes: keep the rows of --json's file and add these (a table over several runs)")
     a = ap.parse_args()
+    if a.shapes:
+        return main_shapes(a)
     raw = json.load(open(a.config))
     c = model_config(raw, a.config)
     B, T = a.b, a.t

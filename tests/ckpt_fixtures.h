@@ -75,7 +75,7 @@ static inline void remove_temp_dir(const char *dir) {
 /* The whole file (the caller frees it), or NULL. */
 static inline unsigned char *read_bytes(const char *path, size_t *n) {
     char err[256];
-    return (unsigned char *)fs_read_all(path, n, err, sizeof(err));
+    return (unsigned char *)fs_read_all(path, SIZE_MAX, n, err, sizeof(err));
 }
 
 static inline int write_bytes(const char *path, const void *p, size_t n) {

@@ -1,7 +1,9 @@
 /* test_config.c: the shipped configs load and describe the intended models (Llama 3.2 1B: 1,235,814,400 parameters),
  * flags override the file whatever their position, and the effective config written to a run directory loads back
  * to the same configuration. The Hugging Face config.json of an export loads back to the same model; on --resume only
- * the safe keys may change; -c and --init-from must describe the same model. */
+ * the safe keys may change; -c and --init-from must describe the same model. Derived counts are checked in 64 bits
+ * (micro-steps per step that an int cannot count are refused, naming the keys); a string that is not UTF-8 is refused
+ * (train_config.json could not hold it). */
 #include <string.h>
 #include <unistd.h>
 
@@ -27,6 +29,24 @@ static void test_llama3_1b(void) {
               m->rope_original_max_position_embeddings == 8192 && m->rope_theta == 500000 && m->rms_norm_eps == 1e-5,
           "llama3 rope_scaling, theta and eps parsed");
     CHECK(config_num_parameters(m) == 1235814400LL, "parameter count %lld (Llama 3.2 1B has 1,235,814,400)",
+          (long long)config_num_parameters(m));
+}
+
+static void test_llama3_3b(void) {
+    Config c;
+    char err[512];
+    char *argv[] = {"train", "-c", "configs/llama3_3b.json"};
+    int rc = config_from_args(&c, 3, argv, err, sizeof(err));
+    CHECK(rc == 0, "configs/llama3_3b.json loads and validates%s%s", rc ? ": " : "", rc ? err : "");
+    if (rc) return;
+    const ModelConfig *m = &c.model;
+    CHECK(m->hidden_size == 3072 && m->num_hidden_layers == 28 && m->num_attention_heads == 24 &&
+              m->num_key_value_heads == 8 && m->head_dim == 128 && m->intermediate_size == 8192 &&
+              m->vocab_size == 128256 && m->tie_word_embeddings == 1 && m->rope_llama3 && m->rope_factor == 32,
+          "Llama 3.2 3B shape: D=%d L=%d Hq=%d Hkv=%d hd=%d F=%d V=%d tied=%d, llama3 RoPE", m->hidden_size,
+          m->num_hidden_layers, m->num_attention_heads, m->num_key_value_heads, m->head_dim, m->intermediate_size,
+          m->vocab_size, m->tie_word_embeddings);
+    CHECK(config_num_parameters(m) == 3212749824LL, "parameter count %lld (Llama 3.2 3B has 3,212,749,824)",
           (long long)config_num_parameters(m));
 }
 
@@ -156,12 +176,49 @@ static void test_init_from_agreement(void) {
     rmdir(dir);
 }
 
+static void test_micro_steps_range(void) {
+    Config c;
+    char err[512] = "";
+    /* 2^38 tokens in micro-batches of 2 x 64: 2^31 micro-steps, one more than an int holds */
+    char *over[] = {"train", "-c", "configs/llama3_tiny.json", "-b", "2", "-t", "64", "--total-batch-tokens",
+                    "274877906944"};
+    int rc = config_from_args(&c, 9, over, err, sizeof(err));
+    CHECK(rc != 0 && strstr(err, "total_batch_tokens (274877906944)") && strstr(err, "2147483648 micro-batches") &&
+              strstr(err, "batch_size*seq_len (2 x 64)"),
+          "2^31 micro-steps per step are refused, naming the keys: %s", err);
+    char *most[] = {"train", "-c", "configs/llama3_tiny.json", "-b", "2", "-t", "64", "--total-batch-tokens",
+                    "274877906816"};
+    rc = config_from_args(&c, 9, most, err, sizeof(err));
+    CHECK(rc == 0 && config_micro_steps(&c.train) == 2147483647, "2^31 - 1 micro-steps are accepted (%lld)%s%s",
+          (long long)config_micro_steps(&c.train), rc ? ": " : "", rc ? err : "");
+    char *beyond[] = {"train", "-c", "configs/llama3_tiny.json", "--total-batch-tokens", "1e17"};
+    rc = config_from_args(&c, 5, beyond, err, sizeof(err));
+    CHECK(rc != 0 && strstr(err, "total_batch_tokens"), "a total_batch_tokens beyond exact doubles is refused: %s",
+          err);
+}
+
+static void test_utf8_strings(void) {
+    Config c;
+    char err[512] = "";
+    char *argv[] = {"train", "-c", "configs/llama3_tiny.json", "--sample-prompt", "caf\xe9"};
+    int rc = config_from_args(&c, 5, argv, err, sizeof(err));
+    CHECK(rc != 0 && strstr(err, "--sample-prompt") && strstr(err, "sample_prompt is not UTF-8 text (byte 4, 0xe9"),
+          "a Latin-1 --sample-prompt is refused, naming the byte: %s", err);
+    char *good[] = {"train", "-c", "configs/llama3_tiny.json", "--sample-prompt", "caf\xc3\xa9"};
+    rc = config_from_args(&c, 5, good, err, sizeof(err));
+    CHECK(rc == 0 && strcmp(c.train.sample_prompt, "caf\xc3\xa9") == 0, "a UTF-8 --sample-prompt is kept%s%s",
+          rc ? ": " : "", rc ? err : "");
+}
+
 int main(void) {
     test_llama3_1b();
+    test_llama3_3b();
     test_flags_override();
     test_round_trip();
     test_hf_config();
     test_resume_merge();
     test_init_from_agreement();
+    test_micro_steps_range();
+    test_utf8_strings();
     return test_summary();
 }

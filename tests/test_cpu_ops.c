@@ -53,6 +53,13 @@ static int32_t *rand_tokens(int n, int V) {
     return t;
 }
 
+/* The token groups of ids (kernels.h), test-owned. */
+static int32_t *groups_of(const int32_t *ids, int n, int V) {
+    int32_t *g = talloc(token_groups_ints((size_t)n) * sizeof(int32_t)), *count = talloc((V + 1) * sizeof(int32_t));
+    token_groups_build(ids, n, V, g, count);
+    return g;
+}
+
 static float *nan_f(size_t n) {
     float *a = talloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) a[i] = NAN;
@@ -426,7 +433,7 @@ static void test_lm_head_loss(double logit_scale, const char *label) {
     const int32_t *tgt = rand_tokens(M, V);
     float *loss = nan_f(M), *loss_only = nan_f(M), *dres = nan_f((size_t)M * K);
     float *dW = copy_f(dW0, (size_t)V * K), *dgamma = copy_f(dgamma0, K);
-    kc->lm_head_train(O, W, r, tgt, dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
+    kc->lm_head_train(O, W, r, tgt, groups_of(tgt, M, V), dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
     kc->lm_head_loss(O, W, r, tgt, loss_only, M, V, K);
 
     double *z = zeros_d((size_t)M * V), *g = zeros_d((size_t)M * V), *loss_ref = zeros_d(M);
@@ -468,7 +475,7 @@ static void test_lm_head_uniform(void) {
     float *dgamma = talloc(K * sizeof(float));
     memset(dW, 0, (size_t)V * K * sizeof(float));
     memset(dgamma, 0, K * sizeof(float));
-    kc->lm_head_train(O, W, r, tgt, 1.0f, x, gamma, loss, dW, dres, dgamma, M, V, K);
+    kc->lm_head_train(O, W, r, tgt, groups_of(tgt, M, V), 1.0f, x, gamma, loss, dW, dres, dgamma, M, V, K);
     double loss_err = 0.0, dW_err = 0.0, dres_max = 0.0;
     for (int m = 0; m < M; m++) loss_err = fmax(loss_err, fabs(loss[m] - log((double)V)));
     /* dZ = r (1/V - onehot), c = 0; W = 0 makes G and so dres 0 */
@@ -752,12 +759,37 @@ static void test_attention_rope_backward(void) {
     free_all();
 }
 
+static void test_token_groups(void) {
+    const int n = 37, V = 9;
+    const int32_t *ids = rand_tokens(n, V);
+    const int32_t *g = groups_of(ids, n, V);
+    const int32_t *order = g + 1, *seg = g + 1 + n, *seg_id = g + 2 + 2 * n;
+    int present = 0, ok = 1;
+    for (int v = 0; v < V; v++) {
+        int count = 0;
+        for (int m = 0; m < n; m++) count += ids[m] == v;
+        present += count > 0;
+    }
+    ok &= g[0] == present && seg[0] == 0 && seg[g[0]] == n;
+    for (int u = 0; u < g[0]; u++) {
+        ok &= u == 0 || seg_id[u] > seg_id[u - 1]; /* ids increase */
+        for (int i = seg[u]; i < seg[u + 1]; i++)
+            ok &= ids[order[i]] == seg_id[u] && (i == seg[u] || order[i] > order[i - 1]); /* rows increase */
+    }
+    int *seen = talloc(n * sizeof(int));
+    memset(seen, 0, n * sizeof(int));
+    for (int i = 0; i < n; i++) seen[order[i]]++;
+    for (int m = 0; m < n; m++) ok &= seen[m] == 1;
+    CHECK(ok, "token_groups_build: %d groups of increasing ids, each its rows ascending, every row once", g[0]);
+    free_all();
+}
+
 static void test_embed_backward(void) {
     const int V = 11, D = 77; /* 3 column slices of 32 */
-    const int32_t *tok = rand_tokens(M, V);
+    const int32_t *tok = rand_tokens(M, V), *groups = groups_of(tok, M, V);
     const float *dx = rand_f((size_t)M * D, 0.0, 1.0), *dE0 = rand_f((size_t)V * D, 0.0, 1.0);
     float *dE = copy_f(dE0, (size_t)V * D);
-    kc->embed_backward(tok, dx, dE, M, D, V);
+    kc->embed_backward(tok, groups, dx, dE, M, D, V);
     double *dE_ref = to_d(dE0, (size_t)V * D);
     for (int m = 0; m < M; m++)
         for (int d = 0; d < D; d++) dE_ref[(size_t)tok[m] * D + d] += dx[(size_t)m * D + d];
@@ -765,9 +797,9 @@ static void test_embed_backward(void) {
 
     float *dE_1 = copy_f(dE0, (size_t)V * D), *dE_3 = copy_f(dE0, (size_t)V * D);
     set_threads(1);
-    kc->embed_backward(tok, dx, dE_1, M, D, V);
+    kc->embed_backward(tok, groups, dx, dE_1, M, D, V);
     set_threads(3);
-    kc->embed_backward(tok, dx, dE_3, M, D, V);
+    kc->embed_backward(tok, groups, dx, dE_3, M, D, V);
     check_same_bits("embed_backward", dE_1, dE_3, (size_t)V * D * sizeof(float));
     free_all();
 }
@@ -777,16 +809,42 @@ static void test_sum_squares(void) {
     const float *g = rand_f(n, 0.0, 2.0);
     double ref = 0.0;
     for (size_t i = 0; i < n; i++) ref += (double)g[i] * g[i];
+    double s1, s3, exact, none = -1.0;
     set_threads(1);
-    const double s1 = kc->sum_squares(g, n);
+    kc->sum_squares(g, n, &s1);
     set_threads(3);
-    const double s3 = kc->sum_squares(g, n);
+    kc->sum_squares(g, n, &s3);
     CHECK(fabs(s3 - ref) / ref < 1e-12, "sum_squares: rel err %.2e (tol 1e-12)", fabs(s3 - ref) / ref);
     check_same_bits("sum_squares", &s1, &s3, sizeof(double));
     const float small[3] = {1.0f, -2.0f, 0.5f};
-    CHECK(kc->sum_squares(small, 3) == 5.25 && kc->sum_squares(small, 0) == 0.0,
-          "sum_squares: exact on 3 elements and 0 on none");
+    kc->sum_squares(small, 3, &exact);
+    kc->sum_squares(small, 0, &none);
+    CHECK(exact == 5.25 && none == 0.0, "sum_squares: exact on 3 elements and 0 on none");
+    double plain = NAN, acc = 10.0;
+    kc->sum(small, 3, &plain, 0);
+    kc->sum(small, 3, &acc, 1);
+    CHECK(plain == -0.5 && acc == 9.5, "sum: -0.5 written (%g), 9.5 when added to 10 (%g)", plain, acc);
     free_all();
+}
+
+static void test_clip_scale(void) {
+    /* parts: a loss sum, then squares adding to 16 (norm 4) */
+    const double parts[4] = {2.5, 9.0, 4.0, 3.0};
+    float s_clip = 0, s_loose = 0, s_off = 0, s_noloss = 0;
+    kc->clip_scale(parts, 1, 3, 1.0, &s_clip);
+    kc->clip_scale(parts, 1, 3, 8.0, &s_loose);
+    kc->clip_scale(parts, 1, 3, 0.0, &s_off);
+    kc->clip_scale(parts + 1, 0, 3, 2.0, &s_noloss);
+    CHECK(s_clip == (float)(1.0 / (4.0 + 1e-6)) && s_loose == 1.0f && s_off == 1.0f &&
+              s_noloss == (float)(2.0 / (4.0 + 1e-6)),
+          "clip_scale: min(1, max_norm / (norm + 1e-6)), 1 when off (%g %g %g %g)", s_clip, s_loose, s_off, s_noloss);
+    const double bad_loss[3] = {NAN, 1.0, 1.0}, bad_sq[3] = {1.0, 1.0, INFINITY};
+    float s_bad_loss = 0, s_bad_sq = 0, s_ignored = 0;
+    kc->clip_scale(bad_loss, 1, 2, 1.0, &s_bad_loss);
+    kc->clip_scale(bad_sq, 1, 2, 1.0, &s_bad_sq);
+    kc->clip_scale(bad_loss + 1, 0, 2, 8.0, &s_ignored);
+    CHECK(isnan(s_bad_loss) && isnan(s_bad_sq) && s_ignored == 1.0f,
+          "clip_scale: NaN (no update) when a loss or a square is not finite");
 }
 
 static void test_adamw(void) {
@@ -799,7 +857,8 @@ static void test_adamw(void) {
     double *p_ref = to_d(master, n), *m_ref = zeros_d(n), *v_ref = zeros_d(n);
     for (int step = 1; step <= steps; step++) {
         const float *grad = rand_f(n, 0.0, 1.0);
-        kc->adamw(master, working, grad, m, v, n, lr, beta1, beta2, eps, wd, grad_scale, step);
+        const AdamwScalars sc = adamw_scalars(lr, beta1, beta2, eps, wd, step);
+        kc->adamw(master, working, grad, m, v, n, &sc, &grad_scale);
         for (int i = 0; i < n; i++) {
             const double g = (double)grad[i] * grad_scale;
             p_ref[i] *= 1.0 - (double)lr * wd;
@@ -817,6 +876,13 @@ static void test_adamw(void) {
         check_close(what, v, v_ref, n);
         CHECK(memcmp(working, master, n * sizeof(float)) == 0, "adamw step %d: working == master", step);
     }
+    /* a clip factor that is not finite leaves everything as it was */
+    float *before = copy_f(master, n), *m_before = copy_f(m, n);
+    const AdamwScalars sc = adamw_scalars(lr, beta1, beta2, eps, wd, steps + 1);
+    const float nan_scale = NAN;
+    kc->adamw(master, working, rand_f(n, 0.0, 1.0), m, v, n, &sc, &nan_scale);
+    CHECK(memcmp(before, master, n * sizeof(float)) == 0 && memcmp(m_before, m, n * sizeof(float)) == 0,
+          "adamw: a NaN clip factor changes nothing");
     free_all();
 }
 
@@ -844,8 +910,10 @@ int main(void) {
     test_attention(2, 17, 4, 1, 16);
     test_attention(1, 17, 3, 3, 8);
     test_attention_rope_backward();
+    test_token_groups();
     test_embed_backward();
     test_sum_squares();
+    test_clip_scale();
     test_adamw();
     return test_summary();
 }

@@ -3,6 +3,7 @@
 
 #include "util/crc32.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -32,6 +33,37 @@ int64_t fs_file_size(const char *path, char *err, size_t errlen) {
         return -1;
     }
     return (int64_t)st.st_size;
+}
+
+int fs_denied(int e) { return e == EACCES || e == EPERM; }
+
+int fs_check_access(const char *path, char *err, size_t errlen) {
+    struct stat st;
+    if (lstat(path, &st) != 0 || S_ISLNK(st.st_mode)) return 0;
+    int dir = S_ISDIR(st.st_mode);
+    int fd = open(path, O_RDONLY | O_CLOEXEC | (dir ? O_DIRECTORY : 0) | O_NONBLOCK);
+    if (fd < 0) {
+        if (!fs_denied(errno)) return 0;
+        snprintf(err, errlen, "permission denied: this user may not read %s", path);
+        return -1;
+    }
+    DIR *d = dir ? fdopendir(fd) : NULL;
+    if (!d) {
+        close(fd);
+        return 0;
+    }
+    int rc = 0;
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        size_t n = strlen(path) + strlen(e->d_name) + 2;
+        char *child = malloc(n);
+        if (!child) break;
+        snprintf(child, n, "%s/%s", path, e->d_name);
+        rc = fs_check_access(child, err, errlen);
+        free(child);
+    }
+    closedir(d);
+    return rc;
 }
 
 #define CRC_READ_BYTES ((size_t)8 << 20)
@@ -205,9 +237,12 @@ int fs_write_durable(const char *path, const void *data, size_t n, char *err, si
     if (n && fwrite(data, 1, n, f) != n) {
         snprintf(err, errlen, "cannot write %s: %s", path, strerror(errno));
         fclose(f);
+        unlink(path);
         return -1;
     }
-    return fs_close_durable(f, path, err, errlen);
+    if (fs_close_durable(f, path, err, errlen) == 0) return 0;
+    unlink(path); /* a file that could not be written whole is not left behind */
+    return -1;
 }
 
 /* The directory part of path ("." when there is none), into out. */
@@ -241,10 +276,20 @@ done:
     return rc;
 }
 
-char *fs_read_all(const char *path, size_t *len_out, char *err, size_t errlen) {
+char *fs_read_all(const char *path, size_t max_bytes, size_t *len_out, char *err, size_t errlen) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    const char *kind = fstat(fileno(f), &st) != 0    ? strerror(errno)
+                       : S_ISDIR(st.st_mode)          ? "is a directory, not a file"
+                       : S_ISREG(st.st_mode) || S_ISFIFO(st.st_mode) ? NULL
+                                                      : "is not a regular file (a device or a socket)";
+    if (kind) {
+        fclose(f);
+        snprintf(err, errlen, "%s: %s", path, kind);
         return NULL;
     }
     char *text = NULL;
@@ -263,13 +308,14 @@ char *fs_read_all(const char *path, size_t *len_out, char *err, size_t errlen) {
         }
         size_t n = fread(text + len, 1, 65536, f);
         len += n;
-        if (n < 65536) break;
+        if (n < 65536 || len > max_bytes) break;
     }
-    int read_error = ferror(f);
+    int read_error = ferror(f) ? errno : 0;
     fclose(f);
-    if (read_error) {
+    if (read_error || len > max_bytes) {
         free(text);
-        snprintf(err, errlen, "%s: read error", path);
+        if (read_error) snprintf(err, errlen, "%s: read error: %s", path, strerror(read_error));
+        else snprintf(err, errlen, "%s: larger than %zu bytes, more than a file of its kind holds", path, max_bytes);
         return NULL;
     }
     text[len] = 0;
@@ -278,21 +324,25 @@ char *fs_read_all(const char *path, size_t *len_out, char *err, size_t errlen) {
 }
 
 cJSON *fs_parse_json(const char *text, size_t len, const char *where, char *err, size_t errlen) {
-    cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) {
-        const char *at = cJSON_GetErrorPtr();
-        long off = at ? (long)(at - text) : -1;
-        int line = 1;
-        for (long i = 0; i < off && i < (long)len; i++) line += text[i] == '\n';
-        snprintf(err, errlen, "%s: not valid JSON (near line %d)", where, line);
-    }
-    return root;
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    const char *at = root ? end : cJSON_GetErrorPtr();
+    if (root) /* only white space may follow the value */
+        while (at < text + len && (*at == ' ' || *at == '\t' || *at == '\n' || *at == '\r')) at++;
+    if (root && at >= text + len) return root;
+    long off = at ? (long)(at - text) : -1;
+    int line = 1;
+    for (long i = 0; i < off && i < (long)len; i++) line += text[i] == '\n';
+    if (root) snprintf(err, errlen, "%s: more after the JSON value's end (line %d): one value per file", where, line);
+    else snprintf(err, errlen, "%s: not valid JSON (near line %d)", where, line);
+    cJSON_Delete(root);
+    return NULL;
 }
 
 cJSON *fs_read_json(const char *path, const char *where, char *err, size_t errlen) {
     size_t len;
     char inner[512];
-    char *text = fs_read_all(path, &len, inner, sizeof(inner));
+    char *text = fs_read_all(path, FS_JSON_MAX_BYTES, &len, inner, sizeof(inner));
     if (!text) {
         /* inner is "path: problem"; report it after `where` (which names the path already) */
         const char *problem = strncmp(inner, path, strlen(path)) == 0 ? inner + strlen(path) + 2 : inner;

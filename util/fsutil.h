@@ -15,6 +15,13 @@ int fs_exists(const char *path);
 /* The size of a regular file in bytes, or -1 (with a message) when it cannot be read. */
 int64_t fs_file_size(const char *path, char *err, size_t errlen);
 
+/* 1 when errno value e means this user may not access a file (EACCES, EPERM): a fault of permissions, not of the
+ * file's contents. */
+int fs_denied(int e);
+/* -1 with a message ("permission denied: PATH") when this user may not open path or, in a directory, any entry below
+ * it; 0 otherwise (other faults are left to the checks of what is read). */
+int fs_check_access(const char *path, char *err, size_t errlen);
+
 /* The CRC32 (zlib's) and size of a whole file. */
 int fs_file_crc32(const char *path, uint32_t *crc, uint64_t *bytes, char *err, size_t errlen);
 
@@ -45,14 +52,18 @@ void fs_stream_abort(FsStream *s);
 
 /* Flushes, fsyncs and closes f (which was opened for writing path); the file is closed whatever happens. */
 int fs_close_durable(FILE *f, const char *path, char *err, size_t errlen);
-/* Writes n bytes to a new file at path, durably. */
+/* Writes n bytes to a new file at path, durably; a failed write removes the file. */
 int fs_write_durable(const char *path, const void *data, size_t n, char *err, size_t errlen);
 /* Replaces path atomically: writes path.tmp durably, renames it over path, fsyncs the directory. */
 int fs_replace_atomic(const char *path, const void *data, size_t n, char *err, size_t errlen);
 
-/* The whole file, NUL-terminated (the caller frees it); *len (when not NULL) gets its length. */
-char *fs_read_all(const char *path, size_t *len, char *err, size_t errlen);
-/* Parses JSON text of len bytes; a message (prefixed by `where`) names the line of a syntax error. */
+/* The whole file, NUL-terminated (the caller frees it); *len (when not NULL) gets its length. A directory, a device
+ * or a socket is refused (a pipe is read), and so is a file of more than max_bytes. */
+char *fs_read_all(const char *path, size_t max_bytes, size_t *len, char *err, size_t errlen);
+/* The largest JSON file fs_read_json reads (meta.json, config.json, a sharded checkpoint's index). */
+#define FS_JSON_MAX_BYTES ((size_t)64 << 20)
+/* Parses JSON text of len bytes, one value followed by nothing but white space; a message (prefixed by `where`)
+ * names the line of a syntax error or of what follows the value. */
 cJSON *fs_parse_json(const char *text, size_t len, const char *where, char *err, size_t errlen);
 /* Reads and parses a JSON file; messages are prefixed by `where` (e.g. "config runs/x/config.json"). */
 cJSON *fs_read_json(const char *path, const char *where, char *err, size_t errlen);

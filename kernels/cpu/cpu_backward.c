@@ -110,7 +110,7 @@ void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *d
         }
         cpu_free(part);
     }
-    if (sq) *sq = cpu_sum_squares(dW, (size_t)N * K);
+    if (sq) cpu_sum_squares(dW, (size_t)N * K, sq);
 }
 
 void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos, const float *rope_sin,
@@ -128,8 +128,10 @@ void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const f
     }
 }
 
-void cpu_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V) {
-    (void)V; /* dE's row count: every token is < V */
+void cpu_embed_backward(const int32_t *tokens, const int32_t *groups, const void *dx, float *dE, int M, int D,
+                        int V) {
+    (void)V;      /* dE's row count: every token is < V */
+    (void)groups; /* each thread adds its columns' rows in order of m: no grouping needed */
     const float *dxf = dx;
     /* Parallel over column slices: one thread owns each dE element and adds its rows in order of m. */
 #pragma omp parallel for schedule(static)

@@ -134,9 +134,10 @@ void cpu_lm_head_loss(const void *O, const void *W, const float *r, const int32_
     lm_head_rows(O, W, r, targets, 0.0f, loss, NULL, NULL, M, V, K);
 }
 
-void cpu_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
-                       const void *x, const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M,
-                       int V, int K) {
+void cpu_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets,
+                       const int32_t *target_groups, float dscale, const void *x, const float *gamma, float *loss,
+                       float *dW, void *dres, float *dgamma, int M, int V, int K) {
+    (void)target_groups; /* the weight gradient is one GEMM over the whole [M, V] gradient */
     /* the whole [M, V] gradient at once: the CPU runs small configs */
     float *dZ = cpu_scratch(cpu_lm_grad_bytes((size_t)M, (size_t)V)), *c = cpu_scratch(cpu_lm_c_bytes((size_t)M));
     lm_head_rows(O, W, r, targets, dscale, loss, dZ, c, M, V, K);

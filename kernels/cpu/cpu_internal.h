@@ -88,9 +88,9 @@ void cpu_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void
 void cpu_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K);
 void cpu_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M, int V,
                       int K);
-void cpu_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
-                       const void *x, const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M,
-                       int V, int K);
+void cpu_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets,
+                       const int32_t *target_groups, float dscale, const void *x, const float *gamma, float *loss,
+                       float *dW, void *dres, float *dgamma, int M, int V, int K);
 
 void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
 void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
@@ -108,10 +108,13 @@ void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *d
  * may alias dZ_in (attention_backward's tail). */
 void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos, const float *rope_sin,
                        void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T);
-void cpu_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V);
+void cpu_embed_backward(const int32_t *tokens, const int32_t *groups, const void *dx, float *dE, int M, int D,
+                        int V);
 
-double cpu_sum_squares(const float *g, size_t n);
-void cpu_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
-               float beta2, float eps, float weight_decay, float grad_scale, int step);
+void cpu_sum_squares(const float *g, size_t n, double *out);
+void cpu_sum(const float *x, size_t n, double *out, int accumulate);
+void cpu_clip_scale(const double *parts, int n_loss, int n_sq, double max_norm, float *scale);
+void cpu_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, const AdamwScalars *s,
+               const float *grad_scale);
 
 #endif

@@ -35,6 +35,8 @@ const Kernels kernels_cpu = {
     .embed_backward = cpu_embed_backward,
 
     .sum_squares = cpu_sum_squares,
+    .sum = cpu_sum,
+    .clip_scale = cpu_clip_scale,
     .adamw = cpu_adamw,
 
     .workspace_bytes = cpu_workspace_bytes,

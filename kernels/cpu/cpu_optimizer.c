@@ -1,4 +1,5 @@
-/* cpu_optimizer.c: the optimizer ops (deterministic sum of squares for the gradient norm, AdamW). */
+/* cpu_optimizer.c: the optimizer ops (deterministic sums for the loss and the gradient norm, the clip factor,
+ * AdamW). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -9,7 +10,8 @@
 
 size_t cpu_sum_squares_bytes(size_t n) { return size_mul((n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, sizeof(double)); }
 
-double cpu_sum_squares(const float *g, size_t n) {
+/* The sum of g[i]^2 (SQUARE) or g[i] over fixed chunks, added in chunk order. */
+static double chunked_sum(const float *g, size_t n, int square) {
     const size_t n_chunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
     double *partial = cpu_scratch(cpu_sum_squares_bytes(n));
 #pragma omp parallel for schedule(static)
@@ -17,7 +19,7 @@ double cpu_sum_squares(const float *g, size_t n) {
         const size_t lo = chunk * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
         double acc = 0.0;
 #pragma omp simd reduction(+ : acc)
-        for (size_t i = lo; i < hi; i++) acc += (double)g[i] * (double)g[i];
+        for (size_t i = lo; i < hi; i++) acc += square ? (double)g[i] * (double)g[i] : (double)g[i];
         partial[chunk] = acc;
     }
     double total = 0.0;
@@ -26,13 +28,34 @@ double cpu_sum_squares(const float *g, size_t n) {
     return total;
 }
 
-void cpu_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
-               float beta2, float eps, float weight_decay, float grad_scale, int step) {
-    /* Scalars as PyTorch forms them: in double on the host, then used as fp32 in the elementwise math. */
-    const float decay = (float)(1.0 - (double)lr * weight_decay);
-    const float step_size = (float)(lr / (1.0 - pow(beta1, step)));
-    const float bias_correction2_sqrt = (float)sqrt(1.0 - pow(beta2, step));
-    const float one_minus_beta1 = (float)(1.0 - beta1), one_minus_beta2 = (float)(1.0 - beta2);
+void cpu_sum_squares(const float *g, size_t n, double *out) { *out = chunked_sum(g, n, 1); }
+
+void cpu_sum(const float *x, size_t n, double *out, int accumulate) {
+    const double s = chunked_sum(x, n, 0);
+    *out = accumulate ? *out + s : s;
+}
+
+void cpu_clip_scale(const double *parts, int n_loss, int n_sq, double max_norm, float *scale) {
+    int finite = 1;
+    for (int i = 0; i < n_loss; i++) finite &= isfinite(parts[i]) != 0;
+    double sq = 0.0;
+    for (int i = 0; i < n_sq; i++) sq += parts[n_loss + i];
+    const double norm = sqrt(sq);
+    if (!finite || !isfinite(norm)) {
+        *scale = NAN;
+        return;
+    }
+    const double s = max_norm > 0 ? max_norm / (norm + 1e-6) : 1.0;
+    *scale = (float)(s < 1.0 ? s : 1.0);
+}
+
+void cpu_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, const AdamwScalars *s,
+               const float *grad_scale_p) {
+    const float grad_scale = *grad_scale_p;
+    if (!isfinite(grad_scale)) return;
+    const float decay = s->decay, step_size = s->step_size, bias_correction2_sqrt = s->bc2_sqrt;
+    const float beta2 = s->beta2, eps = s->eps, one_minus_beta1 = s->one_minus_beta1,
+                one_minus_beta2 = s->one_minus_beta2;
     float *work = working;
 #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {

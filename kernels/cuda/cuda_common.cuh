@@ -162,13 +162,18 @@ __device__ __forceinline__ float block_max(float v, float *scratch) {
 
 /* ---------------------------------------------------------------- internal API (one definition each) */
 
-/* cuda_memory.cu: the cuBLAS handle, a tracked device allocator (out of memory, it exits with a message: the ops
- * have no error path), and one growing workspace. */
+/* cuda_stream.cu: the stream every operation queues its work on, and the cuBLAS handle on it. */
+cudaStream_t cuda_stream(void);
 cublasHandle_t cuda_blas(void);
+
+/* cuda_memory.cu: a tracked device allocator (out of memory, it exits with a message: the ops have no error
+ * path), and one growing workspace. */
 void *cuda_dev_alloc(size_t bytes);
 void cuda_dev_free(void *p);
 /* Device scratch of at least `bytes`, valid until the next call (the stream orders its uses). Grows, never shrinks. */
 void *cuda_workspace(size_t bytes);
+/* The captured steps that exist (+1 when one is captured, -1 when it is freed), which keep the workspace's address. */
+void cuda_workspace_graphs(int delta);
 
 /* The device memory the ops take, in bytes, for the memory preflight: each op asks with its function here, and
  * cuda_workspace_plan.cu (fused/fused_workspace_plan.cu) adds them up for a model's shapes. Saturating. */
@@ -179,14 +184,13 @@ size_t cuda_norm_backward_workspace(size_t M, size_t K);        /* cuda_gemm_nor
 size_t cuda_dw_scaled_workspace(size_t M, size_t K);            /* cuda_gemm_dw with a column scale */
 size_t cuda_lm_head_loss_workspace(size_t M, size_t V);         /* cuda_lm_head_loss */
 size_t cuda_lm_head_grad_bytes(size_t M, size_t V);             /* cuda_lm_head_train's gradient and c, held */
-size_t cuda_rows_scatter_bytes(size_t M);                       /* cuda_rows_scatter_add's index, held */
-size_t cuda_sum_scratch_bytes(void);                            /* the sums' partials and total, held */
+size_t cuda_sum_scratch_bytes(void);                            /* the sums' partials, held */
 /* the attention backward's; with_tail: the fused table's, with the RoPE backward's row partials */
 size_t cuda_attention_backward_workspace(size_t B, size_t T, size_t Hq, size_t Hkv, int with_tail);
-/* A table's workspace_bytes from its largest request `ask` and the buffers it holds besides (`held`), for models
- * of M rows: adds the weight copies' staging (to the requests), the workspace's rounding and what both tables hold
- * (the embedding backward's index, the sums' scratch). */
-size_t cuda_plan_total(size_t ask, size_t held, size_t M);
+/* A table's workspace_bytes from its largest request `ask` and the buffers it holds besides (`held`): adds the
+ * weight copies' staging (to the requests), the workspace's rounding and what both tables hold (the sums'
+ * scratch). */
+size_t cuda_plan_total(size_t ask, size_t held);
 
 /* cuda_gemm_cublas.cu: row-major GEMMs on bf16 operands with fp32 accumulation (kernels.h's conventions). */
 /* Y[M,N] (bf16, row stride ldy) = alpha * X[M,K] . W[N,K]^T + beta * Y. */
@@ -209,9 +213,9 @@ void cuda_row_sum(const float *part, int nparts, int M, float *out);
 void cuda_sum_squares_to(const float *g, size_t n, double *dst);
 void cuda_sum_to(const float *x, size_t n, double *dst);
 
-/* cuda_embedding.cu: dE[tokens[m]] += coef[m] * dx[m] (coef NULL: 1) for m < M, deterministic: rows grouped by
- * token on the host (the tokens are copied back, which waits for the queued work), each group summed in order of
- * m in fp32 and added once. dx [M, D] bf16 rows (row stride D), dE [V, D] fp32. */
-void cuda_rows_scatter_add(const int32_t *tokens, const float *coef, const void *dx, float *dE, int M, int D, int V);
+/* cuda_embedding.cu: dE[tokens[m]] += coef[m] * dx[m] (coef NULL: 1) for m < M, deterministic: from the tokens'
+ * groups (kernels.h), each group summed in order of m in fp32 and added once. dx [M, D] bf16 rows (row stride D),
+ * dE [V, D] fp32. */
+void cuda_rows_scatter_add(const int32_t *groups, const float *coef, const void *dx, float *dE, int M, int D);
 
 #endif

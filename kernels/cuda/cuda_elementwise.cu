@@ -59,8 +59,9 @@ static void rope_rows(const void *in, void *out, const float *r, const float *ro
                       float sin_sign, const void *dot_with, float *c, int M, int N, int n_rope, int hd, int T) {
     if (M <= 0) return;
     const bool vec = rows_vec_ok(in, N, 2) && rows_vec_ok(out, N, 2) && (!dot_with || rows_vec_ok(dot_with, N, 2));
-    rope_rows_kernel<<<M, row_threads(cdiv(N, 8))>>>((const bf16 *)in, (bf16 *)out, r, rope_cos, rope_sin, sin_sign,
-                                                     (const bf16 *)dot_with, c, N, n_rope, hd, T, vec);
+    rope_rows_kernel<<<M, row_threads(cdiv(N, 8)), 0, cuda_stream()>>>((const bf16 *)in, (bf16 *)out, r, rope_cos,
+                                                                       rope_sin, sin_sign, (const bf16 *)dot_with, c, N,
+                                                                       n_rope, hd, T, vec);
     LAUNCH_CHECK("rope_rows_kernel");
 }
 
@@ -113,7 +114,7 @@ extern "C" void cuda_gemm_swiglu(const void *O, const void *W, const float *r, v
     if (M <= 0) return;
     cuda_gemm_xwt_bf16(O, W, Z, 2 * F, M, 2 * F, K, 0.0f);
     const bool vec = rows_vec_ok(Z, 2 * F, 2) && rows_vec_ok(act, F, 2);
-    swiglu_rows_kernel<<<M, row_threads(cdiv(2 * F, 8))>>>((bf16 *)Z, r, (bf16 *)act, F, vec);
+    swiglu_rows_kernel<<<M, row_threads(cdiv(2 * F, 8)), 0, cuda_stream()>>>((bf16 *)Z, r, (bf16 *)act, F, vec);
     LAUNCH_CHECK("swiglu_rows_kernel");
 }
 
@@ -155,8 +156,8 @@ extern "C" void cuda_gemm_swiglu_backward(const void *dY, const void *W_down, co
     if (M <= 0) return;
     cuda_gemm_dyw_f32(dY, W_down, (float *)dZ, M, D, F);
     const bool vec = rows_vec_ok(Z, 2 * F, 2) && rows_vec_ok(dZ, 2 * F, 2) && rows_vec_ok(act, F, 2);
-    swiglu_backward_rows_kernel<<<M, row_threads(cdiv(2 * F, 8))>>>((const bf16 *)Z, r, (bf16 *)dZ, c, (bf16 *)act,
-                                                                    F, vec);
+    swiglu_backward_rows_kernel<<<M, row_threads(cdiv(2 * F, 8)), 0, cuda_stream()>>>((const bf16 *)Z, r, (bf16 *)dZ, c,
+                                                                                      (bf16 *)act, F, vec);
     LAUNCH_CHECK("swiglu_backward_rows_kernel");
 }
 
@@ -171,7 +172,7 @@ extern "C" void cuda_gemm_rowscale(const void *O, const void *W, const float *r,
     if (M <= 0) return;
     cuda_gemm_xwt_f32(O, W, Y, M, N, K);
     const int bx = cdiv(N, 256) < 64 ? cdiv(N, 256) : 64;
-    scale_rows_kernel<<<dim3(bx, M), 256>>>(Y, r, N);
+    scale_rows_kernel<<<dim3(bx, M), 256, 0, cuda_stream()>>>(Y, r, N);
     LAUNCH_CHECK("scale_rows_kernel");
 }
 
@@ -195,7 +196,7 @@ extern "C" void cuda_gemm_dw(const void *dY, const void *X, const float *col_sca
     } else { /* the unfused way: the scaled input in a pass, then cuBLAS */
         bf16 *O = (bf16 *)cuda_workspace(cuda_dw_scaled_workspace(M, K));
         const int bx = cdiv(K, 256) < 64 ? cdiv(K, 256) : 64;
-        scale_cols_kernel<<<dim3(bx, M), 256>>>((const bf16 *)X, col_scale, O, K);
+        scale_cols_kernel<<<dim3(bx, M), 256, 0, cuda_stream()>>>((const bf16 *)X, col_scale, O, K);
         LAUNCH_CHECK("scale_cols_kernel");
         cuda_gemm_dw_f32(dY, O, dW, accumulate, M, N, K);
     }

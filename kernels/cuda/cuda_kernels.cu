@@ -20,6 +20,10 @@ extern "C" const Kernels kernels_cuda = {
     .synchronize = cuda_synchronize,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .replay = cuda_replay,
+    .graph_free = cuda_graph_free,
 
     .embed_norm = cuda_embed_norm,
     .gemm_residual_norm = cuda_gemm_residual_norm,
@@ -38,6 +42,8 @@ extern "C" const Kernels kernels_cuda = {
     .embed_backward = cuda_embed_backward,
 
     .sum_squares = cuda_sum_squares,
+    .sum = cuda_sum,
+    .clip_scale = cuda_clip_scale,
     .adamw = cuda_adamw,
 
     .workspace_bytes = cuda_workspace_bytes,

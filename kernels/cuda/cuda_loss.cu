@@ -81,8 +81,9 @@ static void lm_head_rows(const void *O, const void *W, const float *r, const int
         const int rows = M - m0 < LM_CHUNK ? M - m0 : LM_CHUNK;
         bf16 *logits = dZ ? dZ + (size_t)m0 * V : scratch;
         cuda_gemm_xwt_bf16((const bf16 *)O + (size_t)m0 * K, W, logits, V, rows, V, K, 0.0f);
-        cross_entropy_rows_kernel<<<rows, CE_THREADS>>>(logits, r + m0, targets + m0, dscale, loss + m0, dZ != NULL,
-                                                        dZ ? c + m0 : NULL, V, rows_vec_ok(logits, V, 2));
+        cross_entropy_rows_kernel<<<rows, CE_THREADS, 0, cuda_stream()>>>(logits, r + m0, targets + m0, dscale,
+                                                                          loss + m0, dZ != NULL, dZ ? c + m0 : NULL, V,
+                                                                          rows_vec_ok(logits, V, 2));
         LAUNCH_CHECK("cross_entropy_rows_kernel");
     }
 }
@@ -92,9 +93,9 @@ extern "C" void cuda_lm_head_loss(const void *O, const void *W, const float *r, 
     lm_head_rows(O, W, r, targets, 0.0f, loss, NULL, NULL, M, V, K);
 }
 
-extern "C" void cuda_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
-                                   const void *x, const float *gamma, float *loss, float *dW, void *dres,
-                                   float *dgamma, int M, int V, int K) {
+extern "C" void cuda_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets,
+                                   const int32_t *target_groups, float dscale, const void *x, const float *gamma,
+                                   float *loss, float *dW, void *dres, float *dgamma, int M, int V, int K) {
     if (M <= 0) return;
     /* the [M, V] gradient and c, held by the backend (grown to the largest seen; counted in the peak) */
     static char *held;
@@ -102,7 +103,7 @@ extern "C" void cuda_lm_head_train(const void *O, const void *W, const float *r,
     const size_t need = cuda_lm_head_grad_bytes(M, V);
     if (need > cap) {
         if (held) {
-            CUDA_CHECK(cudaDeviceSynchronize()); /* earlier kernels may still read the old buffer */
+            CUDA_CHECK(cudaStreamSynchronize(cuda_stream())); /* earlier kernels may still read the old buffer */
             cuda_dev_free(held);
         }
         held = (char *)cuda_dev_alloc(need);

@@ -1,7 +1,7 @@
-/* cuda_memory.cu: device memory for the CUDA backend: checked-call failure reports, the cuBLAS handle, a tracked
- * allocator (current and peak bytes, so the program can print its peak), one growing workspace for the ops that
- * need scratch, copies, page-locked host memory, fp32 <-> bf16 conversions, the free device memory, the is-there-a-GPU probe and the device
- * name. Everything runs on the default stream, which orders all work; copies to the host synchronize. */
+/* cuda_memory.cu: device memory for the CUDA backend: checked-call failure reports, a tracked allocator (current
+ * and peak bytes, so the program can print its peak), one growing workspace for the ops that need scratch, copies,
+ * page-locked host memory, fp32 <-> bf16 conversions, the free device memory, the is-there-a-GPU probe and the
+ * device name. Work runs on the backend's stream (cuda_stream.cu); copies to the host wait for it. */
 #include <string.h>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -97,62 +97,75 @@ size_t cuda_available_bytes(void) {
     return free_b > cuda_untracked_reserve_bytes() ? free_b - cuda_untracked_reserve_bytes() : 0;
 }
 
-/* ---------------------------------------------------------------- cuBLAS handle and workspaces */
+/* ---------------------------------------------------------------- the workspace */
 
-#define CUBLAS_WORKSPACE_BYTES (32u << 20)
 #define WORKSPACE_GRAIN ((size_t)1 << 20)
-
-size_t cuda_blas_workspace_bytes(void) { return CUBLAS_WORKSPACE_BYTES; }
 
 size_t cuda_workspace_rounded(size_t bytes) {
     return size_add(bytes, WORKSPACE_GRAIN - 1) / WORKSPACE_GRAIN * WORKSPACE_GRAIN;
 }
 
-cublasHandle_t cuda_blas(void) {
-    static cublasHandle_t handle;
-    if (!handle) {
-        CUBLAS_CHECK(cublasCreate(&handle));
-        /* A fixed workspace keeps cuBLAS's algorithm choice (and so its bits) the same from call to call. */
-        CUBLAS_CHECK(cublasSetWorkspace(handle, cuda_dev_alloc(CUBLAS_WORKSPACE_BYTES), CUBLAS_WORKSPACE_BYTES));
-        CUBLAS_CHECK(cublasSetMathMode(handle, CUBLAS_DEFAULT_MATH));
-    }
-    return handle;
-}
+/* The workspace; while a captured step exists (it holds the workspace's address), one that is outgrown is kept,
+ * not freed, until the last graph goes: an evaluation between captured steps may need more than a step. */
+static struct {
+    void *ws;
+    size_t bytes;
+    void *retired[16];
+    int n_retired, graphs;
+} wsp;
 
 void *cuda_workspace(size_t bytes) {
-    static void *ws;
-    static size_t ws_bytes;
-    if (bytes > ws_bytes) {
-        if (ws) {
-            CUDA_CHECK(cudaDeviceSynchronize()); /* earlier kernels may still read the old one */
-            cuda_dev_free(ws);
+    if (bytes > wsp.bytes) {
+        if (wsp.ws && wsp.graphs > 0 && wsp.n_retired < 16) {
+            wsp.retired[wsp.n_retired++] = wsp.ws;
+        } else if (wsp.ws) {
+            if (wsp.graphs > 0)
+                cuda_fail("cuda_workspace", "grew 16 times while a step was captured", __FILE__, __LINE__);
+            CUDA_CHECK(cudaStreamSynchronize(cuda_stream())); /* earlier kernels may still read the old one */
+            cuda_dev_free(wsp.ws);
         }
-        ws_bytes = cuda_workspace_rounded(bytes);
-        ws = cuda_dev_alloc(ws_bytes);
+        wsp.bytes = cuda_workspace_rounded(bytes);
+        wsp.ws = cuda_dev_alloc(wsp.bytes);
     }
-    return ws;
+    return wsp.ws;
+}
+
+void cuda_workspace_graphs(int delta) {
+    wsp.graphs += delta;
+    if (wsp.graphs > 0) return;
+    CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
+    while (wsp.n_retired) cuda_dev_free(wsp.retired[--wsp.n_retired]);
 }
 
 /* ---------------------------------------------------------------- the memory ops of kernels.h */
 
 void *cuda_alloc(size_t bytes) {
     void *p = try_dev_alloc(bytes);
-    if (p) CUDA_CHECK(cudaMemset(p, 0, bytes ? bytes : 1));
+    if (p) {
+        CUDA_CHECK(cudaMemsetAsync(p, 0, bytes ? bytes : 1, cuda_stream()));
+        CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
+    }
     return p;
 }
 
 void cuda_free(void *p) { cuda_dev_free(p); }
 
 void cuda_memset_zero(void *p, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, 0));
+    if (bytes) CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, cuda_stream()));
 }
 
+/* Both wait for the copy (the host buffer may be reused on return): in the stream's order, so they also wait for
+ * the work queued before them. */
 void cuda_copy_to_device(void *dst, const void *host_src, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemcpy(dst, host_src, bytes, cudaMemcpyHostToDevice));
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, cuda_stream()));
+    CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
 }
 
 void cuda_copy_to_host(void *host_dst, const void *src, size_t bytes) {
-    if (bytes) CUDA_CHECK(cudaMemcpy(host_dst, src, bytes, cudaMemcpyDeviceToHost));
+    if (!bytes) return;
+    CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, cuda_stream()));
+    CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
 }
 
 __global__ void f32_to_bf16_kernel(const float *src, bf16 *dst, size_t n) {
@@ -175,8 +188,8 @@ void cuda_act_from_f32(void *dst_act, const float *host_src, size_t n) {
     for (size_t at = 0; at < n; at += CONVERT_CHUNK) {
         const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
         float *stage = (float *)cuda_workspace(cuda_convert_workspace_bytes());
-        CUDA_CHECK(cudaMemcpy(stage, host_src + at, len * sizeof(float), cudaMemcpyHostToDevice));
-        f32_to_bf16_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256>>>(
+        cuda_copy_to_device(stage, host_src + at, len * sizeof(float));
+        f32_to_bf16_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256, 0, cuda_stream()>>>(
             stage, (bf16 *)dst_act + at, len);
         LAUNCH_CHECK("f32_to_bf16_kernel");
     }
@@ -186,14 +199,14 @@ void cuda_act_to_f32(float *host_dst, const void *src_act, size_t n) {
     for (size_t at = 0; at < n; at += CONVERT_CHUNK) {
         const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
         float *stage = (float *)cuda_workspace(cuda_convert_workspace_bytes());
-        bf16_to_f32_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256>>>(
+        bf16_to_f32_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256, 0, cuda_stream()>>>(
             (const bf16 *)src_act + at, stage, len);
         LAUNCH_CHECK("bf16_to_f32_kernel");
-        CUDA_CHECK(cudaMemcpy(host_dst + at, stage, len * sizeof(float), cudaMemcpyDeviceToHost));
+        cuda_copy_to_host(host_dst + at, stage, len * sizeof(float));
     }
 }
 
-void cuda_synchronize(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
+void cuda_synchronize(void) { CUDA_CHECK(cudaStreamSynchronize(cuda_stream())); }
 
 void *cuda_host_alloc(size_t bytes) {
     void *p = NULL;

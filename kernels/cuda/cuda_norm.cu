@@ -39,7 +39,8 @@ static void norm_rows(const void *src, const int32_t *tokens, void *x_out, const
     if (M <= 0) return;
     const bool vec = rows_vec_ok(src, N, 2) && rows_vec_ok(O, N, 2) && rows_vec_ok(gamma, N, 4) &&
                      (!x_out || rows_vec_ok(x_out, N, 2));
-    norm_rows_kernel<<<M, NORM_THREADS>>>((const bf16 *)src, tokens, (bf16 *)x_out, gamma, eps, (bf16 *)O, r, N, vec);
+    norm_rows_kernel<<<M, NORM_THREADS, 0, cuda_stream()>>>((const bf16 *)src, tokens, (bf16 *)x_out, gamma, eps,
+                                                            (bf16 *)O, r, N, vec);
     LAUNCH_CHECK("norm_rows_kernel");
 }
 
@@ -51,7 +52,7 @@ extern "C" void cuda_embed_norm(const int32_t *tokens, const void *E, const floa
 extern "C" void cuda_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps,
                                         void *h, void *O, float *r, int M, int N, int K) {
     if (M <= 0) return;
-    CUDA_CHECK(cudaMemcpyAsync(h, res, (size_t)M * N * sizeof(bf16), cudaMemcpyDeviceToDevice, 0));
+    CUDA_CHECK(cudaMemcpyAsync(h, res, (size_t)M * N * sizeof(bf16), cudaMemcpyDeviceToDevice, cuda_stream()));
     cuda_gemm_xwt_bf16(A, W, h, N, M, N, K, 1.0f);
     norm_rows(h, NULL, NULL, gamma, eps, O, r, M, N);
 }
@@ -97,7 +98,7 @@ __global__ void column_sum_add_kernel(const float *partial, int n_blocks, float 
 
 void cuda_column_sum_add(const float *partial, int n_blocks, float *out, int K) {
     if (K <= 0) return;
-    column_sum_add_kernel<<<cdiv(K, 256), 256>>>(partial, n_blocks, out, K);
+    column_sum_add_kernel<<<cdiv(K, 256), 256, 0, cuda_stream()>>>(partial, n_blocks, out, K);
     LAUNCH_CHECK("column_sum_add_kernel");
 }
 
@@ -112,7 +113,7 @@ __global__ void row_sum_kernel(const float *part, int nparts, int M, float *out)
 
 void cuda_row_sum(const float *part, int nparts, int M, float *out) {
     if (M <= 0) return;
-    row_sum_kernel<<<cdiv(M, 256), 256>>>(part, nparts, M, out);
+    row_sum_kernel<<<cdiv(M, 256), 256, 0, cuda_stream()>>>(part, nparts, M, out);
     LAUNCH_CHECK("row_sum_kernel");
 }
 
@@ -136,8 +137,8 @@ extern "C" void cuda_gemm_norm_backward(const void *dZ, const void *W, const flo
     cuda_gemm_dyw_f32(dZ, W, G, M, N, K);
     const bool vec = rows_vec_ok(G, K, 4) && rows_vec_ok(x, K, 2) && rows_vec_ok(dres, K, 2) &&
                      rows_vec_ok(gamma, K, 4);
-    norm_backward_rows_kernel<<<n_blocks, NORM_THREADS>>>(G, gamma, r, c, (const bf16 *)x, (bf16 *)dres, partial,
-                                                          accumulate, M, K, vec);
+    norm_backward_rows_kernel<<<n_blocks, NORM_THREADS, 0, cuda_stream()>>>(
+        G, gamma, r, c, (const bf16 *)x, (bf16 *)dres, partial, accumulate, M, K, vec);
     LAUNCH_CHECK("norm_backward_rows_kernel");
     cuda_column_sum_add(partial, n_blocks, dgamma, K);
 }

@@ -56,9 +56,9 @@ void cuda_rope_backward(const void *Z, const void *dZ_in, const float *r, const 
 /* cuda_loss.cu */
 void cuda_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M,
                        int V, int K);
-void cuda_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
-                        const void *x, const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M,
-                        int V, int K);
+void cuda_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets,
+                        const int32_t *target_groups, float dscale, const void *x, const float *gamma, float *loss,
+                        float *dW, void *dres, float *dgamma, int M, int V, int K);
 
 /* attention/attn_forward.cu, attention/attn_backward.cu (head dim 64 and 128) */
 void cuda_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
@@ -67,12 +67,21 @@ void cuda_attention_backward(const void *qkv, const void *y, const float *lse, c
                              int Hkv, int hd);
 
 /* cuda_embedding.cu */
-void cuda_embed_backward(const int32_t *tokens, const void *dx, float *dE, int M, int D, int V);
+void cuda_embed_backward(const int32_t *tokens, const int32_t *groups, const void *dx, float *dE, int M, int D,
+                         int V);
 
 /* cuda_optimizer.cu */
-double cuda_sum_squares(const float *g, size_t n);
-void cuda_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr, float beta1,
-                float beta2, float eps, float weight_decay, float grad_scale, int step);
+void cuda_sum_squares(const float *g, size_t n, double *out);
+void cuda_sum(const float *x, size_t n, double *out, int accumulate);
+void cuda_clip_scale(const double *parts, int n_loss, int n_sq, double max_norm, float *scale);
+void cuda_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, const AdamwScalars *s,
+                const float *grad_scale);
+
+/* cuda_stream.cu: the step capture */
+void cuda_capture_begin(void);
+void *cuda_capture_end(void);
+void cuda_replay(void *graph);
+void cuda_graph_free(void *graph);
 
 #ifdef __cplusplus
 }

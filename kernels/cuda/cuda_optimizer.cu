@@ -1,7 +1,8 @@
-/* cuda_optimizer.cu: the optimizer ops. sum_squares: a fixed grid of blocks (independent of the device) each sums
- * squares in double over a grid-stride range, then one block adds the partials in order: deterministic. AdamW: one
- * fused elementwise pass over fp32 master/grad/m/v (16-byte accesses) that also writes the bf16 working copy, with
- * the same fp32 formulas as the CPU backend (scalars formed in double on the host, as PyTorch does). */
+/* cuda_optimizer.cu: the optimizer ops. sum_squares and sum: a fixed grid of blocks (independent of the device)
+ * each sums in double over a grid-stride range, then one block adds the partials in order: deterministic. The clip
+ * factor: one thread adds the parts in order. AdamW: one fused elementwise pass over fp32 master/grad/m/v (16-byte
+ * accesses) that also writes the bf16 working copy, with the same fp32 formulas as the CPU backend (its scalars
+ * formed in double on the host, as PyTorch does, and read with the clip factor from device memory). */
 #include <math.h>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -32,49 +33,63 @@ __global__ void __launch_bounds__(SUMSQ_THREADS) sum_partial_kernel(const float 
     if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-__global__ void __launch_bounds__(SUMSQ_BLOCKS) sum_partials_kernel(const double *partial, int n, double *out) {
+__global__ void __launch_bounds__(SUMSQ_BLOCKS) sum_partials_kernel(const double *partial, int n, double *out,
+                                                                     bool accumulate) {
     __shared__ double scratch[32];
     const double s = block_sum(threadIdx.x < n ? partial[threadIdx.x] : 0.0, scratch);
-    if (threadIdx.x == 0) *out = s;
+    if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
 }
 
-size_t cuda_sum_scratch_bytes(void) { return (SUMSQ_BLOCKS + 1) * sizeof(double); /* sum_to's, cuda_sum_squares' */ }
+size_t cuda_sum_scratch_bytes(void) { return SUMSQ_BLOCKS * sizeof(double); }
 
 static double *sum_scratch; /* the partials of both sums below: one buffer, as cuda_sum_scratch_bytes counts it */
 
-/* blocks partials (at most SUMSQ_BLOCKS) in this file's scratch, then their sum into *dst. */
+/* blocks partials (at most SUMSQ_BLOCKS) in this file's scratch, then their sum into *dst (or added to it). */
 template <bool SQUARE>
-static void sum_to(const float *g, size_t n, double *dst, int blocks) {
+static void sum_to(const float *g, size_t n, double *dst, int blocks, bool accumulate) {
     if (!sum_scratch) sum_scratch = (double *)cuda_dev_alloc(SUMSQ_BLOCKS * sizeof(double));
-    sum_partial_kernel<SQUARE><<<blocks, SUMSQ_THREADS>>>(g, n, (uintptr_t)g % 16 == 0, sum_scratch);
+    sum_partial_kernel<SQUARE><<<blocks, SUMSQ_THREADS, 0, cuda_stream()>>>(g, n, (uintptr_t)g % 16 == 0, sum_scratch);
     LAUNCH_CHECK("sum_partial_kernel");
-    sum_partials_kernel<<<1, SUMSQ_BLOCKS>>>(sum_scratch, blocks, dst);
+    sum_partials_kernel<<<1, SUMSQ_BLOCKS, 0, cuda_stream()>>>(sum_scratch, blocks, dst, accumulate);
     LAUNCH_CHECK("sum_partials_kernel");
 }
 
-void cuda_sum_squares_to(const float *g, size_t n, double *dst) { sum_to<true>(g, n, dst, SUMSQ_BLOCKS); }
+void cuda_sum_squares_to(const float *g, size_t n, double *dst) { sum_to<true>(g, n, dst, SUMSQ_BLOCKS, false); }
 
-/* For partials (up to a few hundred thousand values): fewer blocks. */
-void cuda_sum_to(const float *x, size_t n, double *dst) { sum_to<false>(x, n, dst, 64); }
+/* For partials and per-row losses (up to a few hundred thousand values): fewer blocks. */
+void cuda_sum_to(const float *x, size_t n, double *dst) { sum_to<false>(x, n, dst, 64, false); }
 
-extern "C" double cuda_sum_squares(const float *g, size_t n) {
-    static double *total;
-    if (!total) total = (double *)cuda_dev_alloc(sizeof(double));
-    cuda_sum_squares_to(g, n, total);
-    double host = 0.0;
-    CUDA_CHECK(cudaMemcpy(&host, total, sizeof(double), cudaMemcpyDeviceToHost));
-    return host;
+extern "C" void cuda_sum_squares(const float *g, size_t n, double *out) { cuda_sum_squares_to(g, n, out); }
+
+extern "C" void cuda_sum(const float *x, size_t n, double *out, int accumulate) {
+    sum_to<false>(x, n, out, 64, accumulate != 0);
 }
 
-typedef struct {
-    float decay, step_size, bias_correction2_sqrt, beta1, beta2, one_minus_beta1, one_minus_beta2, eps, grad_scale;
-} AdamScalars;
+__global__ void clip_scale_kernel(const double *parts, int n_loss, int n_sq, double max_norm, float *scale) {
+    bool finite = true;
+    for (int i = 0; i < n_loss; i++) finite &= isfinite(parts[i]);
+    double sq = 0.0;
+    for (int i = 0; i < n_sq; i++) sq += parts[n_loss + i];
+    const double norm = sqrt(sq);
+    if (!finite || !isfinite(norm)) {
+        *scale = __int_as_float(0x7fc00000); /* NaN: no update */
+        return;
+    }
+    const double s = max_norm > 0 ? max_norm / (norm + 1e-6) : 1.0;
+    *scale = (float)(s < 1.0 ? s : 1.0);
+}
 
-__device__ __forceinline__ float adam_one(float &p, float &m, float &v, float grad, const AdamScalars &s) {
-    const float g = grad * s.grad_scale;
+extern "C" void cuda_clip_scale(const double *parts, int n_loss, int n_sq, double max_norm, float *scale) {
+    clip_scale_kernel<<<1, 1, 0, cuda_stream()>>>(parts, n_loss, n_sq, max_norm, scale);
+    LAUNCH_CHECK("clip_scale_kernel");
+}
+
+__device__ __forceinline__ float adam_one(float &p, float &m, float &v, float grad, const AdamwScalars &s,
+                                          float grad_scale) {
+    const float g = grad * grad_scale;
     m = m + s.one_minus_beta1 * (g - m); /* torch: exp_avg.lerp_(grad, 1 - beta1) */
     v = s.beta2 * v + s.one_minus_beta2 * (g * g);
-    const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
+    const float denom = sqrtf(v) / s.bc2_sqrt + s.eps;
     p = p * s.decay - s.step_size * (m / denom);
     return p;
 }
@@ -83,17 +98,20 @@ __device__ __forceinline__ float adam_one(float &p, float &m, float &v, float gr
  * multiple of 4, checked by the caller); VEC = 1: one parameter per thread. */
 template <int VEC>
 __global__ void adamw_kernel(float *master, bf16 *working, const float *grad, float *m, float *v, size_t n,
-                             AdamScalars s) {
+                             const AdamwScalars *scalars, const float *grad_scale) {
+    const float gs = *grad_scale;
+    if (!isfinite(gs)) return;
+    const AdamwScalars s = *scalars;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n / VEC; i += stride) {
         if (VEC == 4) {
             float4 p = reinterpret_cast<float4 *>(master)[i], mm = reinterpret_cast<float4 *>(m)[i];
             float4 vv = reinterpret_cast<float4 *>(v)[i];
             const float4 g = reinterpret_cast<const float4 *>(grad)[i];
-            adam_one(p.x, mm.x, vv.x, g.x, s);
-            adam_one(p.y, mm.y, vv.y, g.y, s);
-            adam_one(p.z, mm.z, vv.z, g.z, s);
-            adam_one(p.w, mm.w, vv.w, g.w, s);
+            adam_one(p.x, mm.x, vv.x, g.x, s, gs);
+            adam_one(p.y, mm.y, vv.y, g.y, s, gs);
+            adam_one(p.z, mm.z, vv.z, g.z, s, gs);
+            adam_one(p.w, mm.w, vv.w, g.w, s, gs);
             reinterpret_cast<float4 *>(master)[i] = p;
             reinterpret_cast<float4 *>(m)[i] = mm;
             reinterpret_cast<float4 *>(v)[i] = vv;
@@ -102,29 +120,21 @@ __global__ void adamw_kernel(float *master, bf16 *working, const float *grad, fl
             reinterpret_cast<__nv_bfloat162 *>(&w)[1] = __floats2bfloat162_rn(p.z, p.w);
             reinterpret_cast<uint2 *>(working)[i] = w;
         } else {
-            working[i] = __float2bfloat16(adam_one(master[i], m[i], v[i], grad[i], s));
+            working[i] = __float2bfloat16(adam_one(master[i], m[i], v[i], grad[i], s, gs));
         }
     }
 }
 
-extern "C" void cuda_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, float lr,
-                           float beta1, float beta2, float eps, float weight_decay, float grad_scale, int step) {
+extern "C" void cuda_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n,
+                           const AdamwScalars *s, const float *grad_scale) {
     if (n == 0) return;
-    AdamScalars s;
-    s.decay = (float)(1.0 - (double)lr * weight_decay);
-    s.step_size = (float)(lr / (1.0 - pow(beta1, step)));
-    s.bias_correction2_sqrt = (float)sqrt(1.0 - pow(beta2, step));
-    s.beta1 = beta1;
-    s.beta2 = beta2;
-    s.one_minus_beta1 = (float)(1.0 - beta1);
-    s.one_minus_beta2 = (float)(1.0 - beta2);
-    s.eps = eps;
-    s.grad_scale = grad_scale;
     const bool vec = n % 4 == 0 && (uintptr_t)master % 16 == 0 && (uintptr_t)grad % 16 == 0 &&
                      (uintptr_t)m % 16 == 0 && (uintptr_t)v % 16 == 0 && (uintptr_t)working % 8 == 0;
     const size_t items = vec ? n / 4 : n;
     const int threads = 256, blocks = (int)(items / threads + 1 < 65536 ? items / threads + 1 : 65536);
-    if (vec) adamw_kernel<4><<<blocks, threads>>>(master, (bf16 *)working, grad, m, v, n, s);
-    else adamw_kernel<1><<<blocks, threads>>>(master, (bf16 *)working, grad, m, v, n, s);
+    if (vec)
+        adamw_kernel<4><<<blocks, threads, 0, cuda_stream()>>>(master, (bf16 *)working, grad, m, v, n, s, grad_scale);
+    else
+        adamw_kernel<1><<<blocks, threads, 0, cuda_stream()>>>(master, (bf16 *)working, grad, m, v, n, s, grad_scale);
     LAUNCH_CHECK("adamw_kernel");
 }

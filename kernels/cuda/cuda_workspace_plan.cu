@@ -1,15 +1,15 @@
 /* cuda_workspace_plan.cu: the unfused table's workspace for a model's shapes (Kernels.workspace_bytes): the largest
  * request to cuda_workspace over the calls of model.c's schedule (each op's size function, the one it asks with),
  * as cuda_workspace holds it, and the buffers the backend keeps: cuBLAS's workspace, the LM head's gradient, the
- * embedding backward's index, the sums' scratch. */
+ * sums' scratch. */
 #include <limits.h>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
-size_t cuda_plan_total(size_t ask, size_t held, size_t M) {
+size_t cuda_plan_total(size_t ask, size_t held) {
     ask = size_max(ask, cuda_convert_workspace_bytes()); /* the init's, the import's and the resume's weight copies */
-    held = size_add(held, size_add(cuda_rows_scatter_bytes(M), cuda_sum_scratch_bytes()));
+    held = size_add(held, cuda_sum_scratch_bytes());
     return size_add(cuda_workspace_rounded(ask), held);
 }
 
@@ -21,5 +21,5 @@ extern "C" size_t cuda_workspace_bytes(const KernelShapes *s) {
     ask = size_max(ask, cuda_lm_head_loss_workspace(M, V));           /* evaluation */
     ask = size_max(ask, cuda_attention_backward_workspace(s->B, s->T, s->Hq, s->Hkv, 0));
     const size_t held = size_add(cuda_blas_workspace_bytes(), cuda_lm_head_grad_bytes(M, V));
-    return cuda_plan_total(ask, held, M);
+    return cuda_plan_total(ask, held);
 }

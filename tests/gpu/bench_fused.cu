@@ -106,13 +106,24 @@ int main(int argc, char **argv) {
     float *dWgu = dev_f32_rand((size_t)2 * F * D, 0.0, 1e-3), *dWlm = dev_f32_rand((size_t)V * D, 0.0, 1e-3);
     float *dWqkv = dev_f32_rand((size_t)Nqkv * D, 0.0, 1e-3);
     float *rope_cos = dev_f32_rand((size_t)T * hd / 2, 0.0, 1.0), *rope_sin = dev_f32_rand((size_t)T * hd / 2, 0.0, 1.0);
-    int32_t *tgt;
+    int32_t *tgt, *tgt_groups; /* the targets and their token groups (kernels.h) */
     {
-        int32_t *h = (int32_t *)malloc((size_t)M * sizeof(int32_t));
+        const size_t ng = token_groups_ints((size_t)M);
+        int32_t *h = (int32_t *)malloc((size_t)M * sizeof(int32_t)), *g = (int32_t *)malloc(ng * sizeof(int32_t));
+        int32_t *count = (int32_t *)malloc(((size_t)V + 1) * sizeof(int32_t));
+        if (!h || !g || !count) {
+            fprintf(stderr, "bench_fused: out of host memory\n");
+            exit(1);
+        }
         for (int i = 0; i < M; i++) h[i] = (int32_t)((rnd() + 1.0) * 0.5 * V) % V;
+        token_groups_build(h, M, V, g, count);
         tgt = (int32_t *)fused->alloc((size_t)M * sizeof(int32_t));
+        tgt_groups = (int32_t *)fused->alloc(ng * sizeof(int32_t));
         fused->copy_to_device(tgt, h, (size_t)M * sizeof(int32_t));
+        fused->copy_to_device(tgt_groups, g, ng * sizeof(int32_t));
         free(h);
+        free(g);
+        free(count);
     }
     /* outputs */
     void *out_qkv = fused->alloc((size_t)M * Nqkv * 2), *h = fused->alloc((size_t)M * D * 2);
@@ -151,13 +162,17 @@ int main(int argc, char **argv) {
           [&] { ge_gemm_bf16(GE_ABT, O, Wlm, lm_bare, M, V, D, A, 0); },
           [&] { unfused->lm_head_loss(O, Wlm, r, tgt, loss, M, V, D); });
     bench("LM head + cross-entropy + its backward + final norm backward", V, D,
-          [&] { fused->lm_head_train(O, Wlm, r, tgt, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V, D); },
+          [&] {
+              fused->lm_head_train(O, Wlm, r, tgt, tgt_groups, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V, D);
+          },
           [&] {
               ge_gemm_bf16(GE_ABT, O, Wlm, lm_bare, M, V, D, A, 0);
               ge_gemm_bf16(GE_AB, lm_bare, Wlm, bare_out, M, D, V, A, 0);
               ge_gemm_f32(GE_ATB, lm_bare, O, lm_dw, 1, V, D, M, A, 0);
           },
-          [&] { unfused->lm_head_train(O, Wlm, r, tgt, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V, D); });
+          [&] {
+              unfused->lm_head_train(O, Wlm, r, tgt, tgt_groups, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V, D);
+          });
     bench("SwiGLU backward (dact = dY . Wdown)", F, D,
           [&] { fused->gemm_swiglu_backward(dres, Wd, Z, r, dZo, c_out, acto, M, D, F); },
           [&] { ge_gemm_bf16(GE_AB, dres, Wd, bare_out, M, F, D, A, 0); },

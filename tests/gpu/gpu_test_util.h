@@ -103,6 +103,16 @@ static inline int32_t *dev_i32(const int32_t *host, size_t n) {
     return d;
 }
 
+/* ids' token groups (kernels.h): on the host, and copied to the device */
+static inline int32_t *host_groups(const int32_t *ids, int n, int V) {
+    int32_t *g = halloc(token_groups_ints((size_t)n) * sizeof(int32_t)), *count = halloc((V + 1) * sizeof(int32_t));
+    token_groups_build(ids, n, V, g, count);
+    return g;
+}
+static inline int32_t *dev_groups(const int32_t *ids, int n, int V) {
+    return dev_i32(host_groups(ids, n, V), token_groups_ints((size_t)n));
+}
+
 static inline float *get_act(const void *d, size_t n) {
     float *h = halloc(n * sizeof(float));
     kg->act_to_f32(h, d, n);

@@ -149,14 +149,15 @@ static void test_lm_head(int M, int V, int K, double logit_scale, int expect_rep
     const int32_t *tgt = rand_tokens(M, V);
     float *loss = nan_f(M), *dres = nan_f((size_t)M * K), *dW = copy_f(dW0, (size_t)V * K);
     float *dgamma = copy_f(dgamma0, K);
-    kc->lm_head_train(O, W, r, tgt, dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
+    kc->lm_head_train(O, W, r, tgt, host_groups(tgt, M, V), dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
     void *gO = dev_act(O, (size_t)M * K), *gW = dev_act(W, (size_t)V * K), *gx = dev_act(x, (size_t)M * K);
     float *gr = dev_f32(r, M), *ggamma = dev_f32(gamma, K), *gloss = dev_f32_nan(M), *gloss2 = dev_f32_nan(M);
     float *gdW = dev_f32(dW0, (size_t)V * K), *gdgamma = dev_f32(dgamma0, K);
     void *gdres = dev_act_nan((size_t)M * K);
     int32_t *gt = dev_i32(tgt, M);
     const long repass0 = fused_lm_head_repasses();
-    kg->lm_head_train(gO, gW, gr, gt, dscale, gx, ggamma, gloss, gdW, gdres, gdgamma, M, V, K);
+    kg->lm_head_train(gO, gW, gr, gt, dev_groups(tgt, M, V), dscale, gx, ggamma, gloss, gdW, gdres, gdgamma, M, V,
+                      K);
     kg->lm_head_loss(gO, gW, gr, gt, gloss2, M, V, K);
     const long repassed = fused_lm_head_repasses() - repass0;
     char what[200];
@@ -315,12 +316,12 @@ static void test_embed_backward(int M, int D, int V) {
     const int32_t *tok = rand_tokens(M, V);
     const float *dx = rand_bf((size_t)M * D, 0.0, 1.0), *dE0 = rand_f((size_t)V * D, 0.0, 1.0);
     float *dE = copy_f(dE0, (size_t)V * D);
-    kc->embed_backward(tok, dx, dE, M, D, V);
-    int32_t *gt = dev_i32(tok, M);
+    kc->embed_backward(tok, host_groups(tok, M, V), dx, dE, M, D, V);
+    int32_t *gt = dev_i32(tok, M), *gg = dev_groups(tok, M, V);
     void *gdx = dev_act(dx, (size_t)M * D);
     float *g1 = dev_f32(dE0, (size_t)V * D), *g2 = dev_f32(dE0, (size_t)V * D);
-    kg->embed_backward(gt, gdx, g1, M, D, V);
-    kg->embed_backward(gt, gdx, g2, M, D, V);
+    kg->embed_backward(gt, gg, gdx, g1, M, D, V);
+    kg->embed_backward(gt, gg, gdx, g2, M, D, V);
     char what[128];
     snprintf(what, sizeof what, "embed_backward M=%d D=%d V=%d: dE[tokens] += dx (pre-filled, fp32)", M, D, V);
     float *h1 = get_f32(g1, (size_t)V * D);
@@ -333,11 +334,47 @@ static void test_embed_backward(int M, int D, int V) {
 static void test_sum_squares(size_t n, size_t offset) {
     const float *g = rand_f(n + offset, 0.0, 2.0);
     float *dg = dev_f32(g, n + offset);
-    const double ref = kc->sum_squares(g + offset, n), s1 = kg->sum_squares(dg + offset, n);
-    const double s2 = kg->sum_squares(dg + offset, n);
+    double ref, s1, s2, *out = dalloc(2 * sizeof(double));
+    kc->sum_squares(g + offset, n, &ref);
+    kg->sum_squares(dg + offset, n, out);
+    kg->copy_to_host(&s1, out, sizeof(double));
+    kg->sum_squares(dg + offset, n, out);
+    kg->copy_to_host(&s2, out, sizeof(double));
     const double err = fabs(s1 - ref) / ref;
     CHECK(err < 1e-12 && s1 == s2, "sum_squares n=%zu offset %zu: rel err %.2e (tol 1e-12), same bits twice", n, offset,
           err);
+    /* sum, written then added to */
+    double sum_ref, sums[2];
+    kc->sum(g + offset, n, &sum_ref, 0);
+    kg->sum(dg + offset, n, out, 0);
+    kg->sum(dg + offset, n, out + 1, 0);
+    kg->sum(dg + offset, n, out + 1, 1);
+    kg->copy_to_host(sums, out, 2 * sizeof(double));
+    CHECK(fabs(sums[0] - sum_ref) / fabs(sum_ref) < 1e-12 && sums[1] == sums[0] + sums[0],
+          "sum n=%zu offset %zu: rel err %.2e (tol 1e-12); accumulated: twice it", n, offset,
+          fabs(sums[0] - sum_ref) / fabs(sum_ref));
+    gpu_free_all();
+}
+
+/* clip_scale against the CPU's: the same float bits, NaN for a part that is not finite. */
+static void test_clip_scale(void) {
+    const double cases[][4] = {{2.5, 9.0, 4.0, 3.0}, {2.5, 1e-3, 2e-3, 5e-4}, {NAN, 1.0, 1.0, 1.0},
+                               {1.0, 1.0, INFINITY, 1.0}};
+    const double norms[] = {1.0, 0.0, 7.5};
+    double *dp = dalloc(4 * sizeof(double));
+    float *ds = dalloc(sizeof(float));
+    int same = 1;
+    for (int c = 0; c < 4; c++)
+        for (int k = 0; k < 3; k++)
+            for (int n_loss = 0; n_loss < 2; n_loss++) {
+                float ref, got;
+                kc->clip_scale(cases[c] + 1 - n_loss, n_loss, 3, norms[k], &ref);
+                kg->copy_to_device(dp, cases[c] + 1 - n_loss, (size_t)(3 + n_loss) * sizeof(double));
+                kg->clip_scale(dp, n_loss, 3, norms[k], ds);
+                kg->copy_to_host(&got, ds, sizeof(float));
+                same &= memcmp(&ref, &got, sizeof(float)) == 0 || (isnan(ref) && isnan(got));
+            }
+    CHECK(same, "clip_scale: the CPU's factor bit for bit on 24 cases (NaN where a part is not finite)");
     gpu_free_all();
 }
 
@@ -346,14 +383,20 @@ static void test_adamw(size_t n) {
     float *master = rand_f(n, 0.0, 1.0), *m = rand_f(n, 0.0, 0.1), *v = rand_f(n, 0.2, 0.1), *work = nan_f(n);
     float *gmaster = dev_f32(master, n), *gm = dev_f32(m, n), *gv = dev_f32(v, n);
     void *gwork = dev_act_nan(n);
-    for (int step = 1; step <= 3; step++) {
+    AdamwScalars *gs = dalloc(sizeof(AdamwScalars));
+    float *gscale = dev_f32(&grad_scale, 1);
+    for (int step = 1; step <= 4; step++) {
         const float *grad = rand_f(n, 0.0, 1.0);
-        kc->adamw(master, work, grad, m, v, n, lr, beta1, beta2, eps, wd, grad_scale, step);
-        kg->adamw(gmaster, gwork, dev_f32(grad, n), gm, gv, n, lr, beta1, beta2, eps, wd, grad_scale, step);
+        const AdamwScalars sc = adamw_scalars(lr, beta1, beta2, eps, wd, step);
+        const float scale = step == 4 ? NAN : grad_scale; /* the last step: a NaN clip factor, no update */
+        kg->copy_to_device(gs, &sc, sizeof(sc));
+        kg->copy_to_device(gscale, &scale, sizeof(float));
+        kc->adamw(master, work, grad, m, v, n, &sc, &scale);
+        kg->adamw(gmaster, gwork, dev_f32(grad, n), gm, gv, n, gs, gscale);
     }
     float *hm = get_f32(gmaster, n), *hw = get_act(gwork, n);
     char what[96];
-    snprintf(what, sizeof what, "adamw n=%zu, 3 steps: master", n);
+    snprintf(what, sizeof what, "adamw n=%zu, 3 steps and one with a NaN clip factor: master", n);
     check_rel(what, hm, master, n, F32_TOL);
     snprintf(what, sizeof what, "adamw n=%zu, 3 steps: m", n);
     check_rel(what, get_f32(gm, n), m, n, F32_TOL);
@@ -406,6 +449,7 @@ static void test_table(int quick) {
     if (!quick) test_embed_backward(4096, 256, 300);
     if (!quick) test_sum_squares(100003, 0);
     if (!quick) test_sum_squares(100003, 1);
+    test_clip_scale();
     test_adamw(1001);
     if (!quick) test_adamw(4096);
 }

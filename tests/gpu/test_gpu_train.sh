@@ -9,6 +9,8 @@
 #   heads of 64 at D 128 separated by 0.29 around step 30, and fusion on from off by 9e-2, so it is not used);
 # - fusion on and off agree with each other within 1e-3 over the first 20 steps (two bf16 roundings of one step);
 # - the two fused runs give bitwise identical losses and gradient norms (every GPU op is deterministic);
+# - the step replayed as a CUDA graph (--cuda-graph on, the default) gives the bits of the step launched kernel by
+#   kernel (off), fusion on and off, with gradient accumulation and evaluations between steps;
 # - --device auto picks the GPU, says which path runs, and prints the peak memory;
 # - the MFU (an H100 or H200) is in every progress line and step record, and none on the CPU;
 # - a head-dim-128 variant agrees with the CPU over 20 steps; the tiny config itself (head dim 32, which the CUDA
@@ -136,3 +138,30 @@ if ./train "${hd32[@]}" -d auto -o "$TMP/auto32" >"$TMP/auto32.out" 2>&1 && grep
 else
     fail "head dim 32 with --device auto: $(grep -E 'note|backend' "$TMP/auto32.out" | head -3)"
 fi
+
+# The captured step (--cuda-graph on, the default) against the step launched kernel by kernel (--cuda-graph off),
+# bit for bit: fusion on and off, two micro-batches per step, evaluations and samples between steps.
+graph=(-c "$GPU_TINY" -n 12 -b 2 -t 128 --total-batch-tokens 512 --eval-every 5 --sample-every 6 -d cuda)
+for fusion in on off; do
+    for g in on off; do
+        out="$TMP/graph_${fusion}_$g"
+        ./train "${graph[@]}" --fusion $fusion --cuda-graph $g -o "$out" >"$out.out" 2>&1 ||
+            { fail "fusion $fusion, --cuda-graph $g: $(tail -3 "$out.out")"; exit 1; }
+    done
+    if grep -q "^backend: cuda, fusion $fusion .*, each step replayed as a CUDA graph$" "$TMP/graph_${fusion}_on.out" &&
+       ! grep -q "CUDA graph" "$TMP/graph_${fusion}_off.out" &&
+       python3 - "$TMP/graph_${fusion}_on/log.jsonl" "$TMP/graph_${fusion}_off/log.jsonl" <<'PY'
+import json, sys
+keys = ("step", "loss", "grad_norm", "val_loss")
+on, off = ([{k: r[k] for k in keys if k in r} for r in map(json.loads, open(p)) if "loss" in r or "val_loss" in r]
+           for p in sys.argv[1:])
+sys.exit(0 if len(on) == len(off) == 15 and on == off else 1)
+PY
+    then
+        pass "fusion $fusion: 12 steps of 2 micro-batches replayed as a CUDA graph give the losses, norms and" \
+             "validation losses of the kernels launched one by one, bit for bit"
+    else
+        fail "fusion $fusion: --cuda-graph on and off differ:" \
+             "$(grep -E '^(backend|step +(1|12)/)' "$TMP/graph_${fusion}_on.out" "$TMP/graph_${fusion}_off.out")"
+    fi
+done

@@ -332,8 +332,8 @@ static void launch_bwd(const void *qkv, const void *y, const float *lse, const v
     p.tail = tail;
 
     const long threads = n_ld * (HD / 8);
-    attn_bwd_prep_kernel<HD><<<cdiv(threads, 256), 256>>>((const bf16 *)y, (const bf16 *)dy, lse, Lb, Db, B, T,
-                                                           Tpad, Hq);
+    attn_bwd_prep_kernel<HD>
+        <<<cdiv(threads, 256), 256, 0, cuda_stream()>>>((const bf16 *)y, (const bf16 *)dy, lse, Lb, Db, B, T, Tpad, Hq);
     LAUNCH_CHECK("attn_bwd_prep_kernel");
 
     using K = AttnDkdvShape<HD>;
@@ -344,7 +344,7 @@ static void launch_bwd(const void *qkv, const void *y, const float *lse, const v
     const long n_ctas = p.n_dkdv + (long)Hq * B * p.n_qt;
     static bool smem_set;
     attn_set_smem(attn_bwd_kernel<HD>, smem, smem_set);
-    attn_bwd_kernel<HD><<<n_ctas, ATTN_THREADS, smem>>>(p);
+    attn_bwd_kernel<HD><<<n_ctas, ATTN_THREADS, smem, cuda_stream()>>>(p);
     LAUNCH_CHECK("attn_bwd_kernel");
 }
 

@@ -181,7 +181,7 @@ static void launch_fwd(const void *qkv, void *y, float *lse, int B, int T, int H
     p.scale_log2 = ATTN_LOG2E / sqrtf((float)HD);
     static bool smem_set;
     attn_set_smem(attn_fwd_kernel<HD>, L::kSmem, smem_set);
-    attn_fwd_kernel<HD><<<dim3(Hq, B, cdiv(T, L::BM)), ATTN_THREADS, L::kSmem>>>(p);
+    attn_fwd_kernel<HD><<<dim3(Hq, B, cdiv(T, L::BM)), ATTN_THREADS, L::kSmem, cuda_stream()>>>(p);
     LAUNCH_CHECK("attn_fwd_kernel");
 }
 

@@ -43,7 +43,7 @@ static void norm_backward_run(const NormBwdArgs &g) {
     p.target = g.target;
     p.W = (const bf16 *)g.W;
     p.V = g.N;
-    ge_run<FusedNormBwd<BN, ACC, LMHEAD>, GE_AB, BN, GE_COOP>(g.dZ, g.ldz, g.W, g.K, g.M, g.K, g.N, p, 0);
+    ge_run<FusedNormBwd<BN, ACC, LMHEAD>, GE_AB, BN, GE_COOP>(g.dZ, g.ldz, g.W, g.K, g.M, g.K, g.N, p, cuda_stream());
 }
 
 template <bool ACC, bool LMHEAD>
@@ -105,7 +105,7 @@ static void swiglu_backward_run(const void *dY, const void *W_down, const void *
     p.r = r;
     p.part = part;
     p.ldpart = nparts;
-    ge_run<FusedSwiGLUBwd<BN>, GE_AB, BN, GE_COOP>(dY, D, W_down, F, M, F, D, p, 0);
+    ge_run<FusedSwiGLUBwd<BN>, GE_AB, BN, GE_COOP>(dY, D, W_down, F, M, F, D, p, cuda_stream());
 }
 
 /* the row partials of c; the unfused op takes no workspace */
@@ -134,7 +134,7 @@ extern "C" void cudaf_gemm_dx(const void *dY, const void *W, void *dX, int M, in
         cuda_gemm_dx(dY, W, dX, M, N, K);
         return;
     }
-    ge_gemm_bf16(GE_AB, dY, W, dX, M, K, N, GE_SCHED_AUTO, 0); /* [M, N] . [N, K] */
+    ge_gemm_bf16(GE_AB, dY, W, dX, M, K, N, GE_SCHED_AUTO, cuda_stream()); /* [M, N] . [N, K] */
 }
 
 /* dW [N, K] (+)= ([M, N]^T . [M, K]) * col_scale on 128 x BN tiles, schedule SCHED; part: FusedDw's. */
@@ -148,7 +148,7 @@ static void dw_run(const void *dY, const void *X, const float *col_scale, float 
     p.scale = col_scale;
     p.part = part;
     p.ldpart = ge_row_parts(K);
-    ge_run<FusedDw<BN, ACC>, GE_ATB, BN, SCHED>(dY, N, X, K, N, K, M, p, 0);
+    ge_run<FusedDw<BN, ACC>, GE_ATB, BN, SCHED>(dY, N, X, K, N, K, M, p, cuda_stream());
 }
 
 template <bool ACC>

@@ -26,8 +26,8 @@ extern "C" void cudaf_gemm_residual_norm(const void *A, const void *W, const voi
         return;
     }
     float *part = (float *)cuda_workspace(cudaf_residual_norm_workspace(M, N, K));
-    ge_gemm_res_norm(A, W, res, gamma, h, O, part, M, N, K, GE_SCHED_AUTO, 0);
-    ge_rms_finish(part, M, N, eps, r, 0);
+    ge_gemm_res_norm(A, W, res, gamma, h, O, part, M, N, K, GE_SCHED_AUTO, cuda_stream());
+    ge_rms_finish(part, M, N, eps, r, cuda_stream());
 }
 
 template <int HD>
@@ -41,7 +41,7 @@ static void rope_run(const void *O, const void *W, const float *r, const float *
     p.n_rope = n_rope_cols;
     p.hd_mask = hd - 1;
     p.T = T;
-    ge_run_fused<FusedRope<HD>>(O, K, W, K, M, N, K, p, GE_SCHED_AUTO, 0);
+    ge_run_fused<FusedRope<HD>>(O, K, W, K, M, N, K, p, GE_SCHED_AUTO, cuda_stream());
 }
 
 extern "C" void cudaf_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos,
@@ -69,7 +69,7 @@ extern "C" void cudaf_gemm_swiglu(const void *O, const void *W, const float *r, 
     p.out.head = ge_out((bf16 *)Z, M, 2 * F, 2 * F);
     p.out.tail.head = ge_out_as<GeOut<bf16, 16>>((bf16 *)act, M, F, F);
     p.r = r;
-    ge_run_fused<FusedSwiGLU>(O, K, W, K, M, 2 * F, K, p, GE_SCHED_AUTO, 0);
+    ge_run_fused<FusedSwiGLU>(O, K, W, K, M, 2 * F, K, p, GE_SCHED_AUTO, cuda_stream());
 }
 
 extern "C" void cudaf_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K) {
@@ -78,5 +78,5 @@ extern "C" void cudaf_gemm_rowscale(const void *O, const void *W, const float *r
         cuda_gemm_rowscale(O, W, r, Y, M, N, K);
         return;
     }
-    ge_gemm_rowscale(O, W, r, Y, 1, M, N, K, GE_SCHED_AUTO, 0);
+    ge_gemm_rowscale(O, W, r, Y, 1, M, N, K, GE_SCHED_AUTO, cuda_stream());
 }

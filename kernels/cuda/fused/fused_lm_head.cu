@@ -9,9 +9,11 @@
  *    s = r dscale / S (dZ = s E off the target) and a = r g_t (g_t = dscale (e_t / S - 1), at the target), the
  *    norm's c = <z, g> = dscale sum(z E) / S + z_t g_t, and O' = s O for the weight gradient. A row whose max
  *    logit is more than FusedLmHead's clamp above zref (a target 64 nats below the best logit: E might have been
- *    clamped) is counted; if any is, the chunk runs steps 2-3 again with zref = the row's max logit.
+ *    clamped) is counted; if any is, the chunk runs steps 2-3 again with zref = the row's max logit (that second
+ *    pass is always queued and returns at once when no row asked for it: the device decides, the host never waits).
  * 4. training: dres = the final norm's backward in the epilogue of E . W (FusedNormBwd with the row factors and the
- *    target rows of W), dW += E^T . O' (fp32, added in L2), and dW[target[m]] += a[m] O[m] (deterministic scatter).
+ *    target rows of W) and dW += E^T . O' (fp32, added in L2); after the last chunk, dW[target[m]] += a[m] O[m] for
+ *    all rows (deterministic scatter from the targets' token groups).
  * Evaluation runs steps 1-3 on all rows at once, without storing E: the same arithmetic per row, so the same loss
  * bits as training. */
 #include <math.h>
@@ -53,7 +55,7 @@ struct LmFinishArgs {
     float *zref;
     float *loss;
     int *redo;
-    int final_pass;
+    int final_pass; /* the second pass: runs only if *redo != 0 */
     /* training (s != NULL) */
     float dscale;
     float *s, *a, *c;
@@ -61,8 +63,13 @@ struct LmFinishArgs {
     bf16 *Os;      /* [M, K]: s * O */
     int K;
 };
+/* The second passes that ran (a test reads it). */
+__device__ long lm_repasses;
+
 __global__ void __launch_bounds__(32 * LM_WARPS) lm_finish_kernel(const LmFinishArgs g, int M) {
     const int m = blockIdx.x * LM_WARPS + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (g.final_pass && *g.redo == 0) return;
+    if (g.final_pass && m == 0 && lane == 0) lm_repasses++;
     if (m >= M) return;
     float sum = 0.0f, ze = 0.0f, zmax = -INFINITY;
     for (int t = lane; t < g.nparts; t += 32) {
@@ -111,9 +118,9 @@ static size_t carve(char **at, size_t bytes) {
     return b;
 }
 
-/* Sets the scratch pointers for C rows (E and Os only when training); returns the bytes it needs (base NULL:
- * only measures). */
-static size_t lm_scratch(char *base, LmScratch *sc, int C, long ldE, int nparts, int K, bool train) {
+/* Sets the scratch pointers for chunks of C rows of M (E, Os and the M rows' a only when training); returns the
+ * bytes it needs (base NULL: only measures). */
+static size_t lm_scratch(char *base, LmScratch *sc, int M, int C, long ldE, int nparts, int K, bool train) {
     char *at = base;
     size_t total = 0;
 #define TAKE(ptr, T, n)                                                   \
@@ -125,7 +132,7 @@ static size_t lm_scratch(char *base, LmScratch *sc, int C, long ldE, int nparts,
         TAKE(E, bf16, (size_t)C * ldE);
         TAKE(Os, bf16, (size_t)C * K);
         TAKE(s, float, C);
-        TAKE(a, float, C);
+        TAKE(a, float, M);
         TAKE(c, float, C);
         TAKE(part, float, (size_t)cdiv(C, GE_BM) * K);
     }
@@ -155,20 +162,25 @@ size_t cudaf_lm_head_workspace(int M, int V, int K, int train, size_t *held) {
         return cuda_norm_backward_workspace(M, K);
     }
     if (K % 8) return cuda_lm_head_loss_workspace(M, V);
-    if (!train) return lm_scratch(NULL, &sc, M, 0, ge_row_parts(V), K, false);
-    return lm_scratch(NULL, &sc, lm_chunk_rows(M, lm_ldE(V)), lm_ldE(V), ge_row_parts(V), K, true);
+    if (!train) return lm_scratch(NULL, &sc, M, M, 0, ge_row_parts(V), K, false);
+    return lm_scratch(NULL, &sc, M, lm_chunk_rows(M, lm_ldE(V)), lm_ldE(V), ge_row_parts(V), K, true);
 }
 
-static long repasses;
-extern "C" long fused_lm_head_repasses(void) { return repasses; }
+extern "C" long fused_lm_head_repasses(void) {
+    long n = 0;
+    CUDA_CHECK(cudaMemcpyFromSymbolAsync(&n, lm_repasses, sizeof(n), 0, cudaMemcpyDeviceToHost, cuda_stream()));
+    CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
+    return n;
+}
 
-/* Steps 1-3 for rows [0, C) of O (and r, target, loss offset by the caller). */
+/* Steps 1-3 for rows [0, C) of O (and r, target, loss, a offset by the caller). */
 template <bool STORE>
 static void lm_forward_chunk(const void *O, const void *W, const float *r, const int32_t *target, float *loss,
-                             const LmScratch &sc, int C, int V, int K, long ldE, float dscale) {
+                             float *a, const LmScratch &sc, int C, int V, int K, long ldE, float dscale) {
     const int nparts = ge_row_parts(V);
     const int row_blocks = cdiv(C, LM_WARPS);
-    lm_zref_kernel<<<row_blocks, 32 * LM_WARPS>>>((const bf16 *)O, (const bf16 *)W, r, target, sc.zref, C, K);
+    lm_zref_kernel<<<row_blocks, 32 * LM_WARPS, 0, cuda_stream()>>>((const bf16 *)O, (const bf16 *)W, r, target,
+                                                                    sc.zref, C, K);
     LAUNCH_CHECK("lm_zref_kernel");
     typename FusedLmHead<STORE>::Params p = {};
     if constexpr (STORE) p.out.head = ge_out(sc.E, C, V, ldE);
@@ -182,17 +194,14 @@ static void lm_forward_chunk(const void *O, const void *W, const float *r, const
     p.pmax = sc.pmax;
     p.ldpart = nparts;
     LmFinishArgs f = {sc.ps, sc.pze, sc.pmax, nparts, sc.et, sc.zt, r, sc.zref, loss, sc.redo, 0,
-                      dscale, STORE ? sc.s : NULL, sc.a, sc.c, (const bf16 *)O, sc.Os, K};
-    for (int pass = 0; pass < 2; pass++) {
-        ge_run_fused<FusedLmHead<STORE>>(O, K, W, K, C, V, K, p, GE_SCHED_AUTO, 0);
+                      dscale, STORE ? sc.s : NULL, a, sc.c, (const bf16 *)O, sc.Os, K};
+    CUDA_CHECK(cudaMemsetAsync(sc.redo, 0, sizeof(int), cuda_stream()));
+    for (int pass = 0; pass < 2; pass++) { /* the second returns at once unless the first set redo */
+        p.gate = pass ? sc.redo : NULL;
+        ge_run_fused<FusedLmHead<STORE>>(O, K, W, K, C, V, K, p, GE_SCHED_AUTO, cuda_stream());
         f.final_pass = pass;
-        CUDA_CHECK(cudaMemsetAsync(sc.redo, 0, sizeof(int), 0));
-        lm_finish_kernel<<<row_blocks, 32 * LM_WARPS>>>(f, C);
+        lm_finish_kernel<<<row_blocks, 32 * LM_WARPS, 0, cuda_stream()>>>(f, C);
         LAUNCH_CHECK("lm_finish_kernel");
-        int redo = 0;
-        CUDA_CHECK(cudaMemcpy(&redo, sc.redo, sizeof(int), cudaMemcpyDeviceToHost));
-        if (!redo) break;
-        repasses++;
     }
 }
 
@@ -206,34 +215,34 @@ extern "C" void cudaf_lm_head_loss(const void *O, const void *W, const float *r,
     }
     LmScratch sc = {};
     const int nparts = ge_row_parts(V);
-    char *ws = (char *)cuda_workspace(lm_scratch(NULL, &sc, M, 0, nparts, K, false));
-    lm_scratch(ws, &sc, M, 0, nparts, K, false);
-    lm_forward_chunk<false>(O, W, r, targets, loss, sc, M, V, K, 0, 0.0f);
+    char *ws = (char *)cuda_workspace(lm_scratch(NULL, &sc, M, M, 0, nparts, K, false));
+    lm_scratch(ws, &sc, M, M, 0, nparts, K, false);
+    lm_forward_chunk<false>(O, W, r, targets, loss, NULL, sc, M, V, K, 0, 0.0f);
 }
 
 extern "C" void cudaf_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets,
-                                    float dscale, const void *x, const float *gamma, float *loss, float *dW,
-                                    void *dres, float *dgamma, int M, int V, int K) {
+                                    const int32_t *target_groups, float dscale, const void *x, const float *gamma,
+                                    float *loss, float *dW, void *dres, float *dgamma, int M, int V, int K) {
     if (M <= 0) return;
     if (K % 8) {
-        cuda_lm_head_train(O, W, r, targets, dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
+        cuda_lm_head_train(O, W, r, targets, target_groups, dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
         return;
     }
     const long ldE = lm_ldE(V);
     const int nparts = ge_row_parts(V);
     const int C = lm_chunk_rows(M, ldE);
     LmScratch sc = {};
-    char *ws = (char *)cuda_workspace(lm_scratch(NULL, &sc, C, ldE, nparts, K, true));
-    lm_scratch(ws, &sc, C, ldE, nparts, K, true);
+    char *ws = (char *)cuda_workspace(lm_scratch(NULL, &sc, M, C, ldE, nparts, K, true));
+    lm_scratch(ws, &sc, M, C, ldE, nparts, K, true);
     for (int m0 = 0; m0 < M; m0 += C) {
         const int rows_c = M - m0 < C ? M - m0 : C;
         const bf16 *Oc = (const bf16 *)O + (size_t)m0 * K;
-        lm_forward_chunk<true>(Oc, W, r + m0, targets + m0, loss + m0, sc, rows_c, V, K, ldE, dscale);
+        lm_forward_chunk<true>(Oc, W, r + m0, targets + m0, loss + m0, sc.a + m0, sc, rows_c, V, K, ldE, dscale);
         fused_norm_backward(sc.E, ldE, W, gamma, r + m0, sc.c, (const bf16 *)x + (size_t)m0 * K,
-                            (bf16 *)dres + (size_t)m0 * K, dgamma, 0, rows_c, V, K, sc.part, sc.s, sc.a,
+                            (bf16 *)dres + (size_t)m0 * K, dgamma, 0, rows_c, V, K, sc.part, sc.s, sc.a + m0,
                             targets + m0);
         /* dW [V, K] += E^T . O' (E: [rows_c, V], row stride ldE) */
-        ge_gemm_f32_strided(GE_ATB, sc.E, ldE, sc.Os, K, dW, K, 1, V, K, rows_c, GE_SCHED_AUTO, 0);
-        cuda_rows_scatter_add(targets + m0, sc.a, Oc, dW, rows_c, K, V);
+        ge_gemm_f32_strided(GE_ATB, sc.E, ldE, sc.Os, K, dW, K, 1, V, K, rows_c, GE_SCHED_AUTO, cuda_stream());
     }
+    cuda_rows_scatter_add(target_groups, sc.a, O, dW, M, K);
 }

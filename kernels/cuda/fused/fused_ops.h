@@ -62,9 +62,9 @@ void cudaf_lm_head_loss(const void *O, const void *W, const float *r, const int3
 /* How many times so far a chunk of the LM head ran its GEMM a second time because some row's best logit was far
  * above its target's (fused_lm_head.cu), for tests. */
 long fused_lm_head_repasses(void);
-void cudaf_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
-                         const void *x, const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M,
-                         int V, int K);
+void cudaf_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets,
+                         const int32_t *target_groups, float dscale, const void *x, const float *gamma, float *loss,
+                         float *dW, void *dres, float *dgamma, int M, int V, int K);
 
 #ifdef __cplusplus
 }

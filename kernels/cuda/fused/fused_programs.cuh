@@ -95,7 +95,9 @@ struct FusedLmHead : std::conditional_t<STORE, GeProgram<GeOut<bf16>>, GeProgram
         float *et, *zt;        /* [M] */
         float *ps, *pze, *pmax; /* [M, ldpart] */
         long ldpart;
+        const int *gate;        /* not NULL: run only if *gate != 0 (the second pass: some row asked for it) */
     };
+    __device__ __forceinline__ static bool skip(const Params &p) { return p.gate && *p.gate == 0; }
     GeRowVals r, zref;
     int tgt[2];
     GeRowPartial<GeSum> s, ze;

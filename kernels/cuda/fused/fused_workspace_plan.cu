@@ -1,8 +1,7 @@
 /* fused_workspace_plan.cu: the fused table's workspace for a model's shapes (Kernels.workspace_bytes): the largest
  * request to cuda_workspace over the calls of model.c's schedule (each op's size function, the one it asks with,
  * which is the unfused op's where the shape falls back), as cuda_workspace holds it, and the buffers the backend
- * keeps: cuBLAS's workspace when some op falls back, the LM head's gradient when it does, the embedding backward's
- * index, the sums' scratch. */
+ * keeps: cuBLAS's workspace when some op falls back, the LM head's gradient when it does, the sums' scratch. */
 #include <limits.h>
 
 #include "kernels/cuda/cuda_common.cuh"
@@ -28,5 +27,5 @@ extern "C" size_t cudaf_workspace_bytes(const KernelShapes *s) {
     ask = size_max(ask, cudaf_lm_head_workspace((int)M, s->V, D, 0, &held_eval));
     ask = size_max(ask, cudaf_lm_head_workspace((int)M, s->V, D, 1, &held_train));
     const size_t blas = fused_shape_ok(D, F, Nqkv, Dq, s->hd) ? 0 : cuda_blas_workspace_bytes();
-    return cuda_plan_total(ask, size_add(blas, size_add(held_eval, held_train)), M);
+    return cuda_plan_total(ask, size_add(blas, size_add(held_eval, held_train)));
 }

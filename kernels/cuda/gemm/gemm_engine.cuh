@@ -183,6 +183,7 @@ template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT>
 __global__ void __launch_bounds__(GE_THREADS, 1)
     ge_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, int M, int N, int K,
               const __grid_constant__ typename Program::Params params) {
+    if (Program::skip(params)) return;
     using L = GeSmem<Program, BN, SCHED>;
     constexpr int S = L::kStages;
     constexpr bool PP = SCHED == GE_PINGPONG;

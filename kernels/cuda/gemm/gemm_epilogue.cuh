@@ -725,6 +725,10 @@ struct GeEpilogue {
      * the program's direct-store instantiation (cooperative schedule). A program with GeOut outputs defines it. */
     template <class P>
     static bool direct(const P &) { return false; }
+    /* true: the kernel returns at once (work the device decides to skip, such as the LM head's second pass). Every
+     * thread asks, before anything else. */
+    template <class P>
+    __device__ __forceinline__ static bool skip(const P &) { return false; }
     template <class P>
     __device__ __forceinline__ void prefetch(const P &, const GeTile &) {}
     template <class P>
