@@ -30,7 +30,7 @@ void progress_step(Progress *p, double seconds, int64_t tokens) {
 void progress_read_validation(Progress *p, const char *log_path) {
     char err[256];
     size_t len;
-    char *text = fs_read_all(log_path, &len, err, sizeof(err));
+    char *text = fs_read_all(log_path, SIZE_MAX, &len, err, sizeof(err));
     if (!text) return;
     for (char *line = text; line < text + len;) {
         char *end = memchr(line, '\n', (size_t)(text + len - line));

@@ -219,7 +219,7 @@ static int snapshot_tokenizer(CheckpointSnapshot *snap, const char *spec, char *
     snap->tokenizer_path[0] = 0;
     if (none) return 0;
     char inner[512];
-    if (!(snap->tokenizer = fs_read_all(spec, &snap->tokenizer_len, inner, sizeof(inner)))) {
+    if (!(snap->tokenizer = fs_read_all(spec, SIZE_MAX, &snap->tokenizer_len, inner, sizeof(inner)))) {
         snprintf(err, errlen, "the tokenizer file that checkpoints copy: %s", inner);
         return -1;
     }
