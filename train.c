@@ -1,8 +1,9 @@
 /* train.c: the training program. Reads the config and flags, builds the model on the chosen backend (random init,
  * Hugging Face weights with --init-from, or the newest checkpoint with --resume), and runs the loop: gradient
- * accumulation over micro-batches, clipped AdamW, a progress line (with the MFU on a known GPU) and a JSONL record
- * per step, validation loss and a text sample every N steps, checkpoints every N steps, at the end and on
- * SIGINT/SIGTERM. With --generate DIR it only prints text from a model (cli/generate.h). */
+ * accumulation over micro-batches, clipped AdamW, a JSONL record per step and a progress line every --log-every steps
+ * (with the MFU on a known GPU, the elapsed time and the ETA), validation loss and a text sample every N steps,
+ * checkpoints every N steps, at the end and on SIGINT/SIGTERM, and a summary at the end (cli/progress.h). With
+ * --generate DIR it only prints text from a model (cli/generate.h). */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
@@ -14,7 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/data_hints.h"
 #include "cli/generate.h"
+#include "cli/progress.h"
 #include "cli/train_help.h"
 #include "data/dataloader.h"
 #include "data/meta.h"
@@ -116,12 +119,12 @@ static const Kernels *pick_backend(const char *device, const char *fusion, int h
     if (strcmp(device, "cpu") != 0) {
         char why[256];
         if (!kernels_cuda_available(why, sizeof(why))) {
-            if (strcmp(device, "cuda") == 0) die("--device cuda: no usable GPU (%s)", why);
-            fprintf(stderr, "note: no usable GPU (%s): running on the CPU\n", why);
+            if (strcmp(device, "cuda") == 0) die("--device cuda: %s", why);
+            fprintf(stderr, "note: %s; training on the CPU\n", why);
         } else if (!kernels_cuda_supports_head_dim(head_dim)) {
             if (strcmp(device, "cuda") == 0)
                 die("--device cuda: the CUDA attention kernels take head_dim 64 or 128; this model's is %d", head_dim);
-            fprintf(stderr, "note: the CUDA attention kernels take head_dim 64 or 128, this model's is %d: running on "
+            fprintf(stderr, "note: the CUDA attention kernels take head_dim 64 or 128, this model's is %d; training on "
                             "the CPU\n", head_dim);
         } else {
             return strcmp(fusion, "off") == 0 ? &kernels_cuda : &kernels_cuda_fused;
@@ -432,7 +435,7 @@ int main(int argc, char **argv) {
     Config cfg;
     int rc = config_from_args(&cfg, argc, argv, err, sizeof(err));
     if (rc == 1) {
-        train_print_help(argv[0]);
+        train_print_help(argv[0], &cfg);
         return 0;
     }
     if (rc) die("%s", err);
@@ -484,8 +487,9 @@ int main(int argc, char **argv) {
     int64_t micro_tokens = (int64_t)B * T;
     int64_t step_tokens = t->total_batch_tokens ? t->total_batch_tokens : micro_tokens;
     int accum = (int)config_micro_steps(t);
+    char hint[CONFIG_PATH_MAX * 2 + 256];
     DataLoader *train = dataloader_open(t->train_data, B, T, mc->vocab_size, 1, (uint64_t)t->seed, err, sizeof(err));
-    if (!train) die("%s", err);
+    if (!train) die("%s%s", err, data_hint_missing(t->train_data, hint, sizeof(hint)));
     DataLoader *val = NULL;
     if (t->val_data[0] && t->eval_every > 0) {
         val = dataloader_open(t->val_data, B, T, mc->vocab_size, 0, 0, err, sizeof(err));
@@ -536,7 +540,7 @@ int main(int argc, char **argv) {
         (dataloader_check_next(train, (uint64_t)accum, inputs, targets, err, sizeof(err)) ||
          (val && dataloader_check_next(val, (uint64_t)eval_batch_count(val, t->eval_batches), inputs, targets, err,
                                        sizeof(err)))))
-        die("%s", err);
+        die("%s%s", err, data_hint_vocabulary(t->train_data, mc->vocab_size, cfg.path, hint, sizeof(hint)));
 
     /* The checkpoint writer and its snapshot buffers (host memory), made before anything is written. */
     CheckpointWriter *writer = checkpoint_writer_create(run_dir, t->keep_last, &model, err, sizeof(err));
@@ -600,6 +604,9 @@ int main(int argc, char **argv) {
     if (train_step_create(&ts, &model, B, T, accum, strcmp(t->cuda_graph, "on") == 0, err, sizeof(err)))
         die("%s", err);
     install_signal_handlers();
+    Progress progress;
+    progress_start(&progress, (int)start_step + 1, t->steps, t->log_every, now_seconds());
+    if (resuming) progress_read_validation(&progress, log_path);
     int skipped = 0; /* steps skipped for a non-finite loss or gradient norm, since this process started */
     for (int step = (int)start_step + 1; step <= t->steps; step++) {
         double t0 = now_seconds();
@@ -619,11 +626,16 @@ int main(int argc, char **argv) {
         if (checkpoint_writer_poll(writer, &written)) report_checkpoint(&written);
         double tok_s = step_tokens / (ms * 1e-3);
         double mfu = peak_flops > 0 ? tok_s * token_flops / peak_flops : -1;
-        printf("step %5d/%d | loss %.4f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", step, t->steps, loss, lr, norm,
-               ms, tok_s);
-        if (mfu >= 0) printf(" | MFU %.1f%%", 100 * mfu);
-        printf("\n");
-        fflush(stdout);
+        progress_step(&progress, ms * 1e-3, step_tokens);
+        if (progress_prints(&progress, step) || !isfinite(loss) || !isfinite(norm)) {
+            char times[96];
+            progress_times(&progress, step, now_seconds(), times, sizeof(times));
+            printf("step %5d/%d | loss %.4f | lr %.2e | norm %.4f | %.1f ms | %.0f tok/s", step, t->steps, loss, lr,
+                   norm, ms, tok_s);
+            if (mfu >= 0) printf(" | MFU %.1f%%", 100 * mfu);
+            printf("%s\n", times);
+            fflush(stdout);
+        }
         if (isfinite(loss) && isfinite(norm)) {
             log_step(log, step, loss, lr, norm, ms, tok_s, mfu);
         } else {
@@ -643,6 +655,7 @@ int main(int argc, char **argv) {
         if (val && (step % t->eval_every == 0 || last)) {
             double vl = evaluate(&model, val, t->eval_batches, inputs, targets);
             printf("step %5d | val loss %.4f\n", step, vl);
+            progress_val(&progress, step, vl);
             cJSON *rec = cJSON_CreateObject();
             cJSON_AddNumberToObject(rec, "step", step);
             cJSON_AddNumberToObject(rec, "val_loss", vl);
@@ -658,7 +671,8 @@ int main(int argc, char **argv) {
         }
         if (stop) {
             finish_checkpoint(writer, "stopping: ");
-            printf("stopped by a signal after step %d; continue with: ./train -o %s --resume\n", step, run_dir);
+            if (last) printf("stopped by a signal after the last step (%d): the run is complete\n", step);
+            else printf("stopped by a signal after step %d; continue with: %s -o %s --resume\n", step, argv[0], run_dir);
             break;
         }
     }
@@ -668,6 +682,8 @@ int main(int argc, char **argv) {
     checkpoint_writer_destroy(writer);
     char peak[32];
     printf("peak %s memory: %s\n", k->name, size_text(peak, k->peak_bytes()));
+    progress_summary(&progress, stdout, now_seconds() - process_start, peak_flops > 0 ? token_flops / peak_flops : 0,
+                     run_dir, argv[0]);
     if (fclose(log) != 0) die("cannot close %s: %s", log_path, strerror(errno));
     release_run_dir();
     free(inputs);

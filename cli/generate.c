@@ -2,6 +2,7 @@
  * chosen backend and the sampler's tokens streamed to the output. */
 #include "cli/generate.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -11,16 +12,34 @@
 #include "persist/hf_weights.h"
 #include "util/fsutil.h"
 
-/* The tokenizer of --generate: --tokenizer, else DIR/tokenizer.model, else byte for a 256-id vocabulary. */
+/* The tokenizer that DIR/train_config.json (a checkpoint's) names, when it is "byte" or a file that is there (a
+ * checkpoint written before checkpoints carried tokenizer.model), into out; else "". */
+static const char *run_tokenizer(const char *dir, char *out, size_t cap) {
+    char path[CHECKPOINT_PATH_MAX + 32], err[256];
+    snprintf(path, sizeof(path), "%s/train_config.json", dir);
+    out[0] = 0;
+    cJSON *root = fs_exists(path) ? fs_read_json(path, path, err, sizeof(err)) : NULL;
+    const cJSON *spec = root ? cJSON_GetObjectItemCaseSensitive(root, "tokenizer") : NULL;
+    if (cJSON_IsString(spec) && (strcmp(spec->valuestring, "byte") == 0 || fs_exists(spec->valuestring)))
+        snprintf(out, cap, "%s", spec->valuestring);
+    cJSON_Delete(root);
+    return out;
+}
+
+/* The tokenizer of --generate: --tokenizer, else DIR/tokenizer.model (which checkpoints carry), else the one the
+ * checkpoint's train_config.json names, else byte for a vocabulary of 256 ids. */
 static int open_tokenizer(Generation *g, const char *flag, char *err, size_t errlen) {
-    char beside[CHECKPOINT_PATH_MAX + 16];
+    char beside[CHECKPOINT_PATH_MAX + 16], recorded[CONFIG_PATH_MAX];
     snprintf(beside, sizeof(beside), "%s/tokenizer.model", g->dir);
-    const char *spec = strcmp(flag, "auto") != 0 ? flag : fs_exists(beside) ? beside
-                       : g->model.vocab_size == 256 ? "byte" : NULL;
+    const char *spec = NULL;
+    if (strcmp(flag, "auto") != 0) spec = flag;
+    else if (fs_exists(beside)) spec = beside;
+    else if (run_tokenizer(g->dir, recorded, sizeof(recorded))[0]) spec = recorded;
+    else if (g->model.vocab_size == 256) spec = "byte";
     if (!spec) {
-        snprintf(err, errlen, "--generate %s: no tokenizer: no tokenizer.model beside the weights, and the model's "
-                 "vocabulary of %d ids is not the byte vocabulary (256); pass --tokenizer PATH (a tiktoken "
-                 "tokenizer.model)", g->dir, g->model.vocab_size);
+        snprintf(err, errlen, "--generate %s: no tokenizer: no tokenizer.model beside the weights (a checkpoint of "
+                 "./train carries its run's), and the model's vocabulary of %d ids is not the byte vocabulary (256); "
+                 "pass --tokenizer PATH (a tiktoken tokenizer.model)", g->dir, g->model.vocab_size);
         return -1;
     }
     snprintf(g->tokenizer, sizeof(g->tokenizer), "%s", spec);

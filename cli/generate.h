@@ -23,7 +23,8 @@ typedef struct Generation {
 } Generation;
 
 /* Finds the model directory of t->generate, reads its config.json, opens the tokenizer (t->tokenizer unless "auto";
- * else DIR/tokenizer.model; else the byte vocabulary for a model of 256 ids) and encodes t->sample_prompt.
+ * else DIR/tokenizer.model, which a checkpoint of a run with a tokenizer file carries; else what DIR/train_config.json
+ * names, "byte" or a file that exists; else the byte vocabulary for a model of 256 ids) and encodes t->sample_prompt.
  * 0, or -1 with a message naming the directory or file and the problem. */
 int generation_open(Generation *g, const TrainConfig *t, char *err, size_t errlen);
 

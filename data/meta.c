@@ -1,4 +1,4 @@
-/* meta.c: the tokenizer recorded in the data's meta.json (see meta.h). */
+/* meta.c: the tokenizer and the vocabulary size recorded in the data's meta.json (see meta.h). */
 #include "data/meta.h"
 
 #include <cjson/cJSON.h>
@@ -8,12 +8,26 @@
 
 #include "util/fsutil.h"
 
+/* The meta.json beside the shards of the glob train_data. */
+static void meta_path(const char *train_data, char *out, size_t cap) {
+    const char *slash = strrchr(train_data, '/');
+    snprintf(out, cap, "%.*s/meta.json", slash ? (int)(slash - train_data) : 1, slash ? train_data : ".");
+}
+
+int meta_vocab_size(const char *train_data, char *path, size_t cap) {
+    meta_path(train_data, path, cap);
+    char err[256];
+    cJSON *root = fs_exists(path) ? fs_read_json(path, path, err, sizeof(err)) : NULL;
+    const cJSON *v = root ? cJSON_GetObjectItemCaseSensitive(root, "vocab_size") : NULL;
+    const int n = cJSON_IsNumber(v) && v->valuedouble >= 1 && v->valuedouble <= INT_MAX ? (int)v->valuedouble : 0;
+    cJSON_Delete(root);
+    return n;
+}
+
 int meta_resolve_tokenizer(const char *train_data, char *tokenizer, size_t cap, char *err, size_t errlen) {
     if (strcmp(tokenizer, "auto") != 0) return 0;
-    const char *slash = strrchr(train_data, '/');
     char meta[PATH_MAX + 16], where[PATH_MAX + 64];
-    snprintf(meta, sizeof(meta), "%.*s/meta.json", slash ? (int)(slash - train_data) : 1,
-             slash ? train_data : ".");
+    meta_path(train_data, meta, sizeof(meta));
     snprintf(where, sizeof(where), "tokenizer \"auto\": %s", meta);
     FILE *probe = fopen(meta, "rb");
     if (!probe) {

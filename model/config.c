@@ -17,6 +17,7 @@
 #include "model/config_options.h"
 #include "model/config_rope.h"
 #include "util/fsutil.h"
+#include "util/suggest.h"
 #include "util/utf8.h"
 
 #define M_(field) 1, offsetof(ModelConfig, field), 0
@@ -78,6 +79,8 @@ const Option CONFIG_OPTIONS[] = {
      "prompt of the samples, after BOS where the vocabulary has one (empty, byte vocabulary: a newline)"},
     {"temperature", 0, OPT_DOUBLE, T_(temperature), 0, 100, NULL, "1", "sampling temperature (0: greedy)"},
     {"top_k", 0, OPT_INT, T_(top_k), 0, 1 << 24, NULL, "0", "samples draw among the K most likely tokens (0: all)"},
+    {"log_every", 0, OPT_INT, T_(log_every), 0, 1e9, NULL, "0",
+     "print the progress line of every Nth step (0: steps/100, about 100 lines a run); log.jsonl has every step"},
     {"checkpoint_every", 0, OPT_INT, T_(checkpoint_every), 0, 1e9, NULL, "0",
      "write a checkpoint every N steps (0: only at the end; also on SIGINT/SIGTERM)"},
     {"keep_last", 0, OPT_INT, T_(keep_last), 0, 1e9, NULL, "3", "keep the newest K checkpoints (0: keep all)"},
@@ -103,6 +106,41 @@ static const Option *find_option(const char *key) {
     for (int i = 0; i < CONFIG_N_OPTIONS; i++)
         if (strcmp(CONFIG_OPTIONS[i].key, key) == 0) return &CONFIG_OPTIONS[i];
     return NULL;
+}
+
+/* Other programs' names for some options (and the --max-steps of habit), for the suggestions of unknown names. */
+static const SuggestAlias ALIASES[] = {
+    {"lr", "learning_rate"},          {"max_lr", "learning_rate"},     {"max_steps", "steps"},
+    {"num_steps", "steps"},           {"iters", "steps"},              {"max_iters", "steps"},
+    {"train_steps", "steps"},         {"batch", "batch_size"},         {"micro_batch_size", "batch_size"},
+    {"block_size", "seq_len"},        {"context_length", "seq_len"},   {"sequence_length", "seq_len"},
+    {"seq_length", "seq_len"},        {"max_seq_len", "seq_len"},      {"warmup", "warmup_steps"},
+    {"warmup_iters", "warmup_steps"}, {"wd", "weight_decay"},          {"output_dir", "out_dir"},
+    {"out", "out_dir"},               {"data", "train_data"},          {"input", "train_data"},
+    {"eval_interval", "eval_every"},  {"eval_iters", "eval_batches"},  {"log_interval", "log_every"},
+    {"save_every", "checkpoint_every"}, {"grad_accum", "total_batch_tokens"},
+    {"gradient_accumulation_steps", "total_batch_tokens"}, {"max_grad_norm", "grad_clip"},
+    {"clip_grad", "grad_clip"},       {"dtype", "export_dtype"},
+};
+
+/* " (did you mean X?)" for an unknown key or flag name (in key form: '_' for '-'), or "" when nothing is near.
+ * As a flag (as_flag): the training keys and the switches, written as --flags; else every key of the file. */
+static void suggestion(const char *name, int as_flag, char *out, size_t cap) {
+    static const char *SWITCHES[] = {"config", "overwrite", "resume", "resume_fallback", "generate", "help"};
+    const char *names[sizeof(SWITCHES) / sizeof(SWITCHES[0]) + 64];
+    int n = 0;
+    for (int i = 0; i < CONFIG_N_OPTIONS && n < 64; i++)
+        if (!as_flag || !CONFIG_OPTIONS[i].is_model) names[n++] = CONFIG_OPTIONS[i].key;
+    if (as_flag)
+        for (size_t i = 0; i < sizeof(SWITCHES) / sizeof(SWITCHES[0]); i++) names[n++] = SWITCHES[i];
+    char list[256];
+    int found = suggest_names(name, names, n, ALIASES, (int)(sizeof(ALIASES) / sizeof(ALIASES[0])),
+                              as_flag ? "--" : "", list, sizeof(list));
+    if (as_flag) /* the flags are written with '-' for '_' */
+        for (char *c = list; *c; c++)
+            if (*c == '_') *c = '-';
+    if (found) snprintf(out, cap, " (did you mean %s?)", list);
+    else if (cap) out[0] = 0;
 }
 
 static int in_choices(const char *choices, const char *s) {
@@ -263,8 +301,10 @@ int config_load_json(Config *cfg, const char *text, size_t len, const char *path
             rc = check_ignored_key(v, where, err, errlen);
             continue;
         }
-        snprintf(err, errlen, "%s: unknown key \"%s\" (neither a Hugging Face Llama key nor a training key; "
-                 "see ./train --help)", where, k);
+        char near[300];
+        suggestion(k, 0, near, sizeof(near));
+        snprintf(err, errlen, "%s: unknown key \"%s\"%s (neither a Hugging Face Llama key nor a training key; "
+                 "see ./train --help)", where, k, near);
         rc = -1;
     }
     if (rc == 0) rc = apply_rope_keys(cfg, rope_theta, rope_scaling, rope_parameters, where, err, errlen);
@@ -343,42 +383,70 @@ static int *switch_field(Config *cfg, const char *arg) {
     return NULL;
 }
 
+/* "unknown flag" with the nearest known flags. */
+static void unknown_flag(const char *flag, char *err, size_t errlen) {
+    char key[64] = "", near[300] = "";
+    if (strncmp(flag, "--", 2) == 0 && strlen(flag + 2) < sizeof(key)) {
+        for (size_t i = 0; flag[2 + i]; i++) key[i] = flag[2 + i] == '-' ? '_' : flag[2 + i];
+        suggestion(key, 1, near, sizeof(near));
+    }
+    snprintf(err, errlen, "unknown flag \"%s\"%s (see ./train --help)", flag, near);
+}
+
 int config_apply_flags(Config *cfg, int argc, char **argv, const char **config_path, char *err, size_t errlen) {
     *config_path = NULL;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
+        /* --flag=value is --flag value */
+        char a[120];
+        const char *inline_value = NULL, *eq = strncmp(argv[i], "--", 2) == 0 ? strchr(argv[i], '=') : NULL;
+        if (eq && (size_t)(eq - argv[i]) < sizeof(a)) {
+            snprintf(a, sizeof(a), "%.*s", (int)(eq - argv[i]), argv[i]);
+            inline_value = eq + 1;
+        } else {
+            snprintf(a, sizeof(a), "%.*s", (int)sizeof(a) - 1, argv[i]);
+        }
+        /* the flag's value: the text after '=', else the next argument (NULL: none) */
+        const char *value = inline_value ? inline_value : i + 1 < argc ? argv[i + 1] : NULL;
+        const int next = inline_value ? 0 : 1; /* arguments the value takes */
         if (strcmp(a, "-c") == 0 || strcmp(a, "--config") == 0) {
-            if (i + 1 >= argc) {
+            if (!value) {
                 snprintf(err, errlen, "flag %s needs a value (a JSON config file)", a);
                 return -1;
             }
-            *config_path = argv[++i];
+            *config_path = value;
+            i += next;
             continue;
         }
         if (strcmp(a, "--generate") == 0) {
-            if (i + 1 >= argc || strlen(argv[i + 1]) >= sizeof(cfg->train.generate)) {
+            if (!value || strlen(value) >= sizeof(cfg->train.generate)) {
                 snprintf(err, errlen, "flag --generate needs a directory (of at most %zu characters)",
                          sizeof(cfg->train.generate) - 1);
                 return -1;
             }
-            snprintf(cfg->train.generate, sizeof(cfg->train.generate), "%s", argv[++i]);
+            snprintf(cfg->train.generate, sizeof(cfg->train.generate), "%s", value);
+            i += next;
             continue;
         }
         int *sw = switch_field(cfg, a);
         if (sw) {
+            if (inline_value) {
+                snprintf(err, errlen, "flag %s takes no value (got \"%s\")", a, argv[i]);
+                return -1;
+            }
             *sw = 1;
             continue;
         }
         const Option *o = option_for_flag(a);
         if (!o || o->is_model) {
-            snprintf(err, errlen, "unknown flag \"%s\" (see ./train --help)", a);
+            unknown_flag(a, err, errlen);
             return -1;
         }
-        if (i + 1 >= argc) {
+        if (!value) {
             snprintf(err, errlen, "flag %s needs a value", a);
             return -1;
         }
-        if (parse_flag_value(o, cfg, a, argv[++i], err, errlen)) return -1;
+        if (parse_flag_value(o, cfg, a, value, err, errlen)) return -1;
+        i += next;
     }
     return 0;
 }
@@ -409,6 +477,11 @@ static void option_format(const Option *o, const Config *c, char *out, size_t ca
     }
     case OPT_STRING: snprintf(out, cap, "\"%s\"", (const char *)f); break;
     }
+}
+
+void config_option_text(const Option *o, const Config *c, char *out, size_t cap) {
+    if (o->type == OPT_STRING) snprintf(out, cap, "%s", (const char *)config_option_field_c(o, c));
+    else option_format(o, c, out, cap);
 }
 
 const char *config_model_difference(const ModelConfig *a, const ModelConfig *b) {
@@ -459,10 +532,30 @@ static int check_init_from_config(const Config *cfg, char *err, size_t errlen) {
     return 0;
 }
 
+/* --help's values: the config file of -c, else the default one; the built-in defaults (path "") when it does not
+ * read. */
+static void help_config(Config *cfg, int argc, char **argv) {
+    char file[CONFIG_PATH_MAX];
+    snprintf(file, sizeof(file), "%s", cfg->path);
+    for (int i = 1; i < argc; i++) {
+        if ((strcmp(argv[i], "-c") == 0 || strcmp(argv[i], "--config") == 0) && i + 1 < argc)
+            snprintf(file, sizeof(file), "%s", argv[i + 1]);
+        if (strncmp(argv[i], "--config=", 9) == 0) snprintf(file, sizeof(file), "%s", argv[i] + 9);
+    }
+    char ignored[1024];
+    if (config_load_file(cfg, file, ignored, sizeof(ignored))) {
+        config_defaults(cfg);
+        cfg->path[0] = 0;
+    }
+}
+
 int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errlen) {
     config_defaults(cfg);
     for (int i = 1; i < argc; i++)
-        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return 1;
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+            help_config(cfg, argc, argv);
+            return 1;
+        }
     /* A first pass over the flags finds -c, --init-from and --resume, which decide the config file; the flags then
      * apply on top of the file whatever their order. */
     Config scout;
@@ -501,6 +594,7 @@ int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errle
 /* Training keys that may change when a run is resumed: they do not change what the next step computes. */
 static const char *RESUME_SAFE_KEYS[] = {"steps", "eval_every", "eval_batches", "sample_every", "sample_tokens",
                                          "sample_prompt", "temperature", "top_k", "checkpoint_every", "keep_last",
+                                         "log_every",
                                          "skip_nonfinite",
                                          "export_dtype", "device", "fusion", "cuda_graph", "tokenizer", "out_dir",
                                          "init_from"};

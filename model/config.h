@@ -60,6 +60,7 @@ typedef struct TrainConfig {
     char sample_prompt[256];
     double temperature;               /* 0 = greedy */
     int top_k;                        /* samples draw among the k most likely tokens (0 = all) */
+    int log_every;                    /* the progress line of every Nth step (0 = steps/100) */
     int checkpoint_every;             /* 0 = only at the end (and on SIGINT/SIGTERM) */
     int keep_last;                    /* checkpoints kept (0 = all) */
     char export_dtype[8];             /* f32 | bf16: the dtype of model.safetensors in checkpoints */
@@ -81,8 +82,9 @@ typedef struct Config {
  * INIT, else configs/llama3_tiny.json), then the flags. With -c and --init-from both, the model keys of the two
  * files must agree. With --resume nothing is loaded without -c and nothing is validated: the run's config comes from
  * its checkpoint (config_resume_merge). With --generate DIR only the flags are read (the model comes from DIR,
- * cli/generate.h). Returns 0 on success, 1 for -h or --help (nothing else is read: the caller prints the help,
- * cli/train_help.h), -1 on an error (message in err). */
+ * cli/generate.h). Returns 0 on success, 1 for -h or --help (cfg then holds the config file of -c, else the default
+ * one, without the flags; or the built-in defaults with an empty path when that file does not read: the caller prints
+ * the help with those values, cli/train_help.h), -1 on an error (message in err). */
 int config_from_args(Config *cfg, int argc, char **argv, char *err, size_t errlen);
 
 /* --resume: ckpt holds the checkpoint's train_config.json; applies the command line (-c and flags) on top of it.

@@ -31,6 +31,8 @@ extern const int CONFIG_N_OPTIONS;
 
 /* The field of o in cfg (in cfg->model or cfg->train). */
 const void *config_option_field_c(const Option *o, const Config *cfg);
+/* o's value in cfg as a flag would give it (a string as it is, a double in as few digits as read back exactly). */
+void config_option_text(const Option *o, const Config *cfg, char *out, size_t cap);
 /* Adds o's value in cfg to root under o's key. */
 void config_add_option_json(cJSON *root, const Option *o, const Config *cfg);
 /* rope_scaling as HF writes it; null (when null_if_none) or nothing for plain RoPE. */

@@ -16,6 +16,8 @@
 #include "util/fsutil.h"
 
 static const char *FILES[] = {"model.safetensors", "config.json", "train_config.json", "state.bin"};
+/* beside them when the run's tokenizer is a file */
+static const char TOKENIZER_FILE[] = "tokenizer.model";
 #define N_FILES ((int)(sizeof(FILES) / sizeof(FILES[0])))
 
 void checkpoint_path(char *out, size_t cap, const char *run_dir, uint64_t step) {
@@ -206,6 +208,25 @@ int checkpoint_snapshot_alloc(CheckpointSnapshot *snap, const Model *m, char *er
     return 0;
 }
 
+/* The bytes of the tokenizer file that spec names ("byte", "auto" or "" name none) into the snapshot, unless they
+ * are there already. */
+static int snapshot_tokenizer(CheckpointSnapshot *snap, const char *spec, char *err, size_t errlen) {
+    const int none = !spec[0] || strcmp(spec, "byte") == 0 || strcmp(spec, "auto") == 0;
+    if (!none && snap->tokenizer && strcmp(spec, snap->tokenizer_path) == 0) return 0;
+    free(snap->tokenizer);
+    snap->tokenizer = NULL;
+    snap->tokenizer_len = 0;
+    snap->tokenizer_path[0] = 0;
+    if (none) return 0;
+    char inner[512];
+    if (!(snap->tokenizer = fs_read_all(spec, SIZE_MAX, &snap->tokenizer_len, inner, sizeof(inner)))) {
+        snprintf(err, errlen, "the tokenizer file that checkpoints copy: %s", inner);
+        return -1;
+    }
+    snprintf(snap->tokenizer_path, sizeof(snap->tokenizer_path), "%s", spec);
+    return 0;
+}
+
 int checkpoint_snapshot_take(CheckpointSnapshot *snap, const Model *m, const Config *cfg, const TrainState *s,
                              char *err, size_t errlen) {
     const size_t bytes = m->table.n_params * sizeof(float);
@@ -220,7 +241,7 @@ int checkpoint_snapshot_take(CheckpointSnapshot *snap, const Model *m, const Con
         snprintf(err, errlen, "the checkpoint of step %llu: out of host memory", (unsigned long long)s->step);
         return -1;
     }
-    return 0;
+    return snapshot_tokenizer(snap, cfg->train.tokenizer, err, errlen);
 }
 
 void checkpoint_snapshot_free(CheckpointSnapshot *snap) {
@@ -230,6 +251,7 @@ void checkpoint_snapshot_free(CheckpointSnapshot *snap) {
         snap->k->host_free(snap->adam_v);
     }
     free(snap->train_config);
+    free(snap->tokenizer);
     memset(snap, 0, sizeof(*snap));
 }
 
@@ -256,6 +278,8 @@ static int write_files(const char *dir, const CheckpointSnapshot *snap, char *er
                          bytes, crc, snap->state, snap->train_config};
     snprintf(path, sizeof(path), "%s/state.bin", dir);
     if (state_write(path, &d, err, errlen)) return -1;
+    snprintf(path, sizeof(path), "%s/%s", dir, TOKENIZER_FILE);
+    if (snap->tokenizer && fs_write_durable(path, snap->tokenizer, snap->tokenizer_len, err, errlen)) return -1;
     snprintf(path, sizeof(path), "%s/train_config.json", dir);
     return fs_write_durable(path, snap->train_config, strlen(snap->train_config), err, errlen);
 }
@@ -291,9 +315,9 @@ int checkpoint_write(const char *run_dir, const CheckpointSnapshot *snap, Checkp
     if (fs_sync_dir(run_dir, err, errlen) || (replacing && fs_remove_tree(old, err, errlen))) return -1;
     snprintf(stats->path, sizeof(stats->path), "%s", final);
     stats->bytes = 0;
-    for (int i = 0; i < N_FILES; i++) {
+    for (int i = 0; i < N_FILES + (snap->tokenizer != NULL); i++) {
         char path[CHECKPOINT_PATH_MAX + 32];
-        snprintf(path, sizeof(path), "%s/%s", final, FILES[i]);
+        snprintf(path, sizeof(path), "%s/%s", final, i < N_FILES ? FILES[i] : TOKENIZER_FILE);
         int64_t size = fs_file_size(path, err, errlen);
         if (size < 0) return -1;
         stats->bytes += (uint64_t)size;

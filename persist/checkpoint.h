@@ -6,6 +6,8 @@
  *   train_config.json  the full effective configuration (config_to_json)
  *   state.bin          the resume state (state_file.h); with the F32 export it refers to model.safetensors (its size and
  *                      CRC32) for the master weights instead of holding them a second time
+ *   tokenizer.model    a copy of the run's tokenizer file when it has one (not for the byte vocabulary, which
+ *                      train_config.json names), so that the directory generates text wherever it is copied
  * It is written as RUN/.step_NNNNNNNN.tmp, every file fsync'd, then renamed to step_NNNNNNNN and the run directory
  * fsync'd, so a directory named step_NNNNNNNN is always complete. Checkpoints are deleted through a rename to
  * RUN/.step_NNNNNNNN.deleting; leftovers of either kind (after a crash) are removed by checkpoint_clean_leftovers.
@@ -58,6 +60,9 @@ typedef struct CheckpointSnapshot {
     int bf16_export;            /* export_dtype */
     TrainState state;
     char *train_config;         /* config_to_json of the run's configuration */
+    char *tokenizer;            /* the bytes of the run's tokenizer file (NULL: none, e.g. the byte vocabulary) */
+    size_t tokenizer_len;
+    char tokenizer_path[CONFIG_PATH_MAX]; /* the file they were read from, once */
     int test_pause_ms;          /* the test hook's pause (TRAIN_TEST_CHECKPOINT_PAUSE_MS), 0 without it */
 } CheckpointSnapshot;
 
@@ -67,7 +72,8 @@ typedef struct CheckpointSnapshot {
  * before the rename, and first says so on stderr ("checkpoint test pause: snapshot of step S", "... rename of step S"),
  * so that tests/crash_consistency.py can kill the trainer at those moments. */
 int checkpoint_snapshot_alloc(CheckpointSnapshot *snap, const Model *m, char *err, size_t errlen);
-/* Copies m's master weights and AdamW moments, s and cfg into the snapshot (the backend's queue drains first). */
+/* Copies m's master weights and AdamW moments, s and cfg into the snapshot (the backend's queue drains first), and
+ * the file of cfg's tokenizer when it names one (read once; a run's tokenizer does not change). */
 int checkpoint_snapshot_take(CheckpointSnapshot *snap, const Model *m, const Config *cfg, const TrainState *s,
                              char *err, size_t errlen);
 void checkpoint_snapshot_free(CheckpointSnapshot *snap);

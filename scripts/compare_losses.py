@@ -9,8 +9,9 @@ the steps both logged, it prints a per-step table (step, each loss, the differen
 losses too), then the max and mean absolute difference and the max relative difference of the training loss, the
 validation loss and the gradient norm. Logs of different lengths are compared on their common steps; when a step
 appears twice in one log (a resumed run), the later record counts. A PNG plot (loss vs step, one line per log, with
-the validation losses as markers, and a lower panel of each log's difference from the baseline) is written to --png
-(default compare_losses.png; --png '' for none; needs matplotlib).
+the validation losses as markers, each log's its own and the first log's larger and hollow, so that points at the
+same place stay visible; and a lower panel of each log's difference from the baseline) is written to --png (default
+compare_losses.png; --png '' for none; needs matplotlib).
 
 Exit status: 0, or 1 when a bound given by --tolerance (max abs loss diff), --val-tolerance (max abs val loss diff) or
 --grad-norm-rtol (max relative grad norm diff) is exceeded or there is no common step, 2 for unreadable input.
@@ -96,6 +97,16 @@ def print_table(names, logs, key, every):
               " ".join(f"{d:12.3e}" if d is not None else " " * 11 + "-" for d in diffs))
 
 
+VAL_MARKERS = "oxs^Dv"
+
+
+def val_marker(i, color):
+    """The validation points of log i: each log its own marker, the first ones larger and hollow, so that points
+    that coincide stay visible one inside the other."""
+    return {"color": color, "marker": VAL_MARKERS[i % len(VAL_MARKERS)], "ms": max(10 - 2 * i, 4),
+            "mfc": "none" if i == 0 else color, "mew": 1.5}
+
+
 def plot(png, names, logs):
     try:
         import matplotlib
@@ -111,15 +122,15 @@ def plot(png, names, logs):
                  ls="-" if i == 0 else "--", label=name)
         vsteps = sorted(s["val_loss"])
         if vsteps:
-            top.plot(vsteps, [s["val_loss"][k] for k in vsteps], color=color, marker="o", ls="none", ms=5,
-                     label=f"{name} (val)")
+            top.plot(vsteps, [s["val_loss"][k] for k in vsteps], ls="none", label=f"{name} (val)",
+                     **val_marker(i, color))
         if i > 0:
-            for key, mark in (("loss", "-"), ("val_loss", "o")):
+            for key in ("loss", "val_loss"):
                 common = sorted(s[key].keys() & logs[0][key].keys())
+                style = {"color": color, "ls": "-", "lw": 1.0} if key == "loss" else dict(val_marker(i, color), ls="none")
                 if common:
-                    bottom.plot(common, [s[key][k] - logs[0][key][k] for k in common], color=color,
-                                ls=mark if mark == "-" else "none", marker=None if mark == "-" else "o", ms=5,
-                                lw=1.0, label=f"{name} - {names[0]}" + (" (val)" if key == "val_loss" else ""))
+                    bottom.plot(common, [s[key][k] - logs[0][key][k] for k in common], **style,
+                                label=f"{name} - {names[0]}" + (" (val)" if key == "val_loss" else ""))
     top.set_ylabel("loss")
     top.legend(fontsize=8)
     top.grid(alpha=0.3)

@@ -3,7 +3,8 @@
 # clang with libFuzzer, the ASan/UBSan runtime and OpenMP (the fuzz harnesses, make fuzz), Python 3 with tiktoken and
 # pyarrow (data preparation: the Llama 3 tokenizer, Parquet inputs), torch, numpy and matplotlib (the PyTorch reference
 # and the loss plots of tests/test_reference.sh). Skips what is already there. Run as root or with sudo available.
-# torch comes from PyPI; PIP_INDEX_URL=https://download.pytorch.org/whl/cpu gives the much smaller CPU-only build.
+# torch comes from PyPI, the full CUDA build; for the much smaller CPU-only build install it first (a torch that
+# imports is left alone): python3 -m pip install torch --index-url https://download.pytorch.org/whl/cpu
 set -euo pipefail
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""

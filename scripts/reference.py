@@ -172,8 +172,10 @@ def train_config(raw, path, args):
         die(f"{where}: batch_size and seq_len must be positive, steps >= 0")
     if t["total_batch_tokens"] % bt:
         die(f"{where}: total_batch_tokens ({t['total_batch_tokens']}) must be a multiple of batch_size*seq_len ({bt})")
-    if t["warmup_steps"] > t["steps"] and t["steps"] > 0:
-        die(f"{where}: warmup_steps ({t['warmup_steps']}) exceeds steps ({t['steps']})")
+    if t["warmup_steps"] > t["steps"] and t["steps"] > 0:  # a short run: the warmup fits in it, as ./train does
+        print(f"note: warmup_steps ({t['warmup_steps']}) exceeds steps ({t['steps']}): the warmup is the run's "
+              f"{t['steps']} steps")
+        t["warmup_steps"] = t["steps"]
     if not t["train_data"]:
         die(f"{where}: no training data (train_data, or --train-data GLOB)")
     return t

@@ -4,7 +4,7 @@
     ref_fixture.py init TRAIN_CONFIG OUT_DIR
         Writes OUT_DIR as a checkpoint in the format of ./train's step_00000000 (model.safetensors with Hugging Face
         names, F32; config.json; train_config.json): the initial weights of ./train, computed here from the documented
-        init (README "The model", model/model.c model_init_weights, model/rng.h rng_normal_at): element i of the
+        init (docs/formats.md "The model", model/model.c model_init_weights, model/rng.h rng_normal_at): element i of the
         parameter buffer (matrices in table order, then norm weights = 1) is initializer_range x the i-th normal
         number of the seed, and the buffer's internal layouts (RoPE pairs of q/k rows interleaved, gate/up rows
         interleaved) are permuted to Hugging Face's.

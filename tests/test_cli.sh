@@ -49,6 +49,53 @@ else
     fail "--help"
 fi
 
+# --help shows the values of the config a plain ./train uses, and names it; with -c, that file's; from a directory
+# without the default config, the built-in defaults, saying so.
+$TRAIN --help >"$TMP/help" 2>&1
+if grep -q "Values in \[brackets\]: those of configs/llama3_tiny.json, which a plain ./train uses" "$TMP/help" &&
+    grep -qE -- "-n, --steps N .*\[1000\]$" "$TMP/help" && grep -qE -- "-l, --learning-rate F .*\[0.003\]$" "$TMP/help" &&
+    grep -qE "^  num_attention_heads .*\[4\]$" "$TMP/help" && grep -qE "^  num_key_value_heads .*\[2\]$" "$TMP/help"; then
+    pass "--help shows configs/llama3_tiny.json's values: $(grep -E -- '--steps|--learning-rate' "$TMP/help" | sed -E 's/ +/ /g' | tr '\n' ' ')"
+else
+    fail "--help values: $(grep -E 'Values|--steps|--learning-rate|num_attention_heads' "$TMP/help" | tr '\n' ' ')"
+fi
+$TRAIN -c "$TMP/small.json" --help >"$TMP/help_c" 2>&1
+if grep -q "those of $TMP/small.json, which ./train with this -c uses" "$TMP/help_c" &&
+    grep -qE -- "-n, --steps N .*\[3\]$" "$TMP/help_c" && grep -qE "^  hidden_size .*\[32\]$" "$TMP/help_c"; then
+    pass "-c FILE --help shows that file's values"
+else
+    fail "-c FILE --help: $(grep -E 'Values|--steps|hidden_size' "$TMP/help_c" | tr '\n' ' ')"
+fi
+(cd "$TMP" && $TRAIN --help >"$TMP/help_builtin" 2>&1)
+if grep -q "the built-in defaults (the config file, configs/llama3_tiny.json unless -c, cannot be read" "$TMP/help_builtin" &&
+    grep -qE -- "-n, --steps N .*\[100\]$" "$TMP/help_builtin"; then
+    pass "--help away from the default config shows the built-in defaults and says so"
+else
+    fail "--help built-in: $(grep -E 'Values|--steps' "$TMP/help_builtin" | tr '\n' ' ')"
+fi
+
+# --flag=value is --flag value (for -c and --generate too); a switch takes no value.
+if $TRAIN --config="$TMP/small.json" --steps=2 --learning-rate=1e-3 --out-dir="$TMP/eq" --log-every=1 >"$TMP/out" 2>&1 &&
+    python3 -c "import json,sys; c=json.load(open(sys.argv[1])); sys.exit(0 if c['steps'] == 2 and c['learning_rate'] == 1e-3 and c['log_every'] == 1 else 1)" "$TMP/eq/train_config.json" &&
+    [ "$(grep -c '"loss"' "$TMP/eq/log.jsonl")" -eq 2 ]; then
+    pass "--config=FILE --steps=2 --learning-rate=1e-3 --out-dir=DIR: the values are taken"
+else
+    fail "--flag=value: $(tail -3 "$TMP/out")"
+fi
+expect_fail "a switch given a value" "flag --overwrite takes no value \(got \"--overwrite=yes\"\)" $TRAIN -c "$TMP/small.json" --overwrite=yes
+expect_fail "--flag= with an empty value" "flag --steps: expected a number, got \"\"" $TRAIN -c "$TMP/small.json" --steps=
+
+# Unknown flags and keys name the nearest known ones (other programs' names too).
+expect_fail "--lr suggests --learning-rate" "unknown flag \"--lr\" \(did you mean --learning-rate\?\)" $TRAIN --lr 1e-3
+expect_fail "--max-steps suggests --steps" "unknown flag \"--max-steps\" \(did you mean --steps\?\)" $TRAIN --max-steps=5
+expect_fail "a misspelt flag suggests the flag" "unknown flag \"--warmup-step\" \(did you mean --warmup-steps\?\)" $TRAIN --warmup-step 5
+expect_fail "a misspelt switch suggests the switch" "unknown flag \"--resum\" \(did you mean --resume\?\)" $TRAIN --resum
+expect_fail "a flag near nothing suggests nothing" "unknown flag \"--frobnicate\" \(see ./train --help\)" $TRAIN --frobnicate 1
+cfg_with '"lr": 0.1' >"$TMP/c_lr.json"
+expect_fail "config key lr suggests learning_rate" "c_lr\.json: unknown key \"lr\" \(did you mean learning_rate\?\)" $TRAIN -c "$TMP/c_lr.json"
+cfg_with '"hidden_sise": 32' >"$TMP/c_hs.json"
+expect_fail "a misspelt model key suggests the key" "unknown key \"hidden_sise\" \(did you mean hidden_size\?\)" $TRAIN -c "$TMP/c_hs.json"
+
 # Configs.
 expect_fail "missing config file" "nonexistent\.json.*cannot open" $TRAIN -c "$TMP/nonexistent.json"
 echo '{"hidden_size": 32,, }' >"$TMP/garbage.json"
@@ -56,7 +103,7 @@ expect_fail "garbage config" "garbage\.json.*not valid JSON" $TRAIN -c "$TMP/gar
 echo '[1, 2]' >"$TMP/array.json"
 expect_fail "config that is not an object" "array\.json.*object" $TRAIN -c "$TMP/array.json"
 cfg_with '"lerning_rate": 0.1' >"$TMP/c1.json"
-expect_fail "unknown key" "c1\.json.*unknown key \"lerning_rate\"" $TRAIN -c "$TMP/c1.json"
+expect_fail "unknown key" "c1\.json.*unknown key \"lerning_rate\" \(did you mean learning_rate\?\)" $TRAIN -c "$TMP/c1.json"
 cfg_with '"hidden_size": "big"' >"$TMP/c2.json"
 expect_fail "wrong type" "c2\.json.*hidden_size.*must be a number" $TRAIN -c "$TMP/c2.json"
 cfg_with '"num_key_value_heads": 3, "num_attention_heads": 4, "head_dim": 8' >"$TMP/c3.json"
@@ -80,6 +127,7 @@ expect_fail "zero dimension" "intermediate_size.*out of range" $TRAIN -c "$TMP/c
 expect_fail "non-numeric flag value" "--learning-rate.*expected a number.*abc" $TRAIN -c "$TMP/small.json" --learning-rate abc
 expect_fail "out-of-range flag value" "-b.*batch_size.*out of range" $TRAIN -c "$TMP/small.json" -b 0
 expect_fail "unknown flag" "unknown flag \"--lernrate\"" $TRAIN -c "$TMP/small.json" --lernrate 1
+expect_fail "a flag that is a model key" "unknown flag \"--hidden-size\"" $TRAIN -c "$TMP/small.json" --hidden-size 64
 expect_fail "flag without a value" "--steps needs a value" $TRAIN -c "$TMP/small.json" --steps
 expect_fail "bad choice" "lr_schedule must be one of" $TRAIN -c "$TMP/small.json" --lr-schedule cosinus
 expect_fail "cuda on a CPU-only build or bad device" "device|CUDA" $TRAIN -c "$TMP/small.json" --device tpu
@@ -92,7 +140,17 @@ expect_fail "--init-from a directory without weights" "weightless.*neither model
 expect_fail "steps beyond the 8-digit checkpoint names" "steps = 1e\+08 is out of range" $TRAIN -c "$TMP/small.json" -n 100000000
 
 # Shards.
-expect_fail "no shard matches" "nothing_here_\*\.bin" $TRAIN -c "$TMP/small.json" -i "$TMP/nothing_here_*.bin" -o "$TMP/r1"
+expect_fail "no shard matches" "nothing_here_\*\.bin.*: prepare the shards with scripts/prepare_data.py" $TRAIN -c "$TMP/small.json" -i "$TMP/nothing_here_*.bin" -o "$TMP/r1"
+expect_fail "the default data not made yet" "no token shard files match .*data/tinyshakespeare_byte/train_\*\.bin': run \`make data\`" \
+    $TRAIN -c "$TMP/small.json" -i "$TMP/data/tinyshakespeare_byte/train_*.bin" -o "$TMP/r1"
+# Data of a larger vocabulary (Llama 3 ids, as its meta.json says) for a byte-vocabulary model: the message says so
+# and names the key to set.
+mkdir -p "$TMP/l3data"
+make_shard "$TMP/l3data/train_000.bin" 20240801 1 I 5000 5000 0 128255
+echo '{"tokenizer": "byte", "vocab_size": 128256}' >"$TMP/l3data/meta.json"
+expect_fail "Llama 3 ids for a byte-vocabulary model" \
+    "outside the vocabulary of 256 ids.*l3data/meta\.json says the data has a vocabulary of 128256 ids and the model has 256: set vocab_size \(config .*small\.json\) to 128256" \
+    $TRAIN -c "$TMP/small.json" -i "$TMP/l3data/train_*.bin" -o "$TMP/r7"
 mkdir -p "$TMP/trunc" "$TMP/magic" "$TMP/oov" "$TMP/ver"
 make_shard "$TMP/trunc/train_000.bin" 20240520 1 H 5000 5000 100
 expect_fail "truncated shard" "trunc/train_000\.bin" $TRAIN -c "$TMP/small.json" -i "$TMP/trunc/*.bin" -o "$TMP/r2"
@@ -147,6 +205,27 @@ if [ $rc -ne 0 ] && grep -q "step 3: the loss is not finite" "$TMP/err" && grep 
     pass "--skip-nonfinite 2 skips two non-finite steps, logs them as skipped and stops at the third"
 else
     fail "--skip-nonfinite 2: exit $rc, $(tail -2 "$TMP/out") $(head -c 300 "$TMP/err")"
+fi
+
+# No GPU: a ./train built with the CUDA backend on a machine without a GPU says so in one line and trains on the CPU.
+if ldd "$TRAIN" 2>/dev/null | grep -q libcudart && [ ! -e /dev/nvidia0 ]; then
+    $TRAIN -c "$TMP/small.json" -n 1 -o "$TMP/nogpu" >"$TMP/out" 2>"$TMP/err"
+    if grep -qE "^note: no GPU found \(.+\); training on the CPU$" "$TMP/err" && grep -q "^backend: cpu" "$TMP/out"; then
+        pass "no GPU: $(grep '^note' "$TMP/err")"
+    else
+        fail "no GPU: $(head -c 300 "$TMP/err")"
+    fi
+fi
+
+# --log-every N prints the first, every Nth and the last step, each with the elapsed time and the ETA, while log.jsonl
+# keeps every step.
+if $TRAIN -c "$TMP/small.json" -n 9 --log-every 4 --eval-every 0 -o "$TMP/every" >"$TMP/out" 2>&1 &&
+    [ "$(grep -E '^step +[0-9]+/9 \|' "$TMP/out" | sed -E 's/^step +([0-9]+).*/\1/' | tr '\n' ' ')" = "1 4 8 9 " ] &&
+    [ "$(grep -cE '^step .* \| [0-9.]+s elapsed \| ETA [0-9.]+s$' "$TMP/out")" -eq 4 ] &&
+    [ "$(grep -c '"loss"' "$TMP/every/log.jsonl")" -eq 9 ]; then
+    pass "--log-every 4 prints steps 1, 4, 8, 9 with elapsed and ETA; log.jsonl has all 9: $(grep -m1 '^step' "$TMP/out")"
+else
+    fail "--log-every 4: $(grep '^step' "$TMP/out" | tr '\n' ' ')"
 fi
 
 # A good run, then the same run directory again must be refused without touching the log.

@@ -9,8 +9,9 @@
 #   - DIR may be a checkpoint, a run directory (its newest checkpoint) or a Hugging Face directory (transformers 5's
 #     config.json, no train_config.json): the same text; generation stops after the model's eos_token_id;
 #   - nothing is written (no run directory, the run's files unchanged); the text on stdout, the token rate on stderr;
-#   - the tokenizer: --tokenizer, tokenizer.model beside the weights (the Llama 3 file, on a 128256-id model), byte for
-#     256 ids, and a clear error for another vocabulary without one or a tokenizer larger than the vocabulary;
+#   - the tokenizer: --tokenizer, the tokenizer.model that a Llama 3 run's checkpoints carry (a checkpoint copied
+#     elsewhere generates with no flag), byte for a byte run or 256 ids, and a clear error for another vocabulary
+#     without one or a tokenizer larger than the vocabulary;
 #   - bad use (a missing directory, one that is neither a model nor a run, --generate with -c or --resume).
 source "$(dirname "$0")/shell_helpers.sh"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
@@ -132,34 +133,70 @@ else
     fail "--generate wrote something: $(ls -A "$TMP/cwd") / run files changed: $([ "$before" = "$after" ] || echo yes)"
 fi
 
-# 5. Tokenizers. A 300-id vocabulary has no default; --tokenizer byte fits it; the Llama 3 file beside the weights
-# of a 128256-id model is found there; a tokenizer larger than the vocabulary is refused.
+# 5. Tokenizers. A checkpoint of a byte-vocabulary run of 300 ids takes the byte vocabulary from its
+# train_config.json; the same weights as a Hugging Face directory (no train_config.json) have no default; --tokenizer
+# byte fits them; a tokenizer larger than the vocabulary is refused.
 edit_json "$TMP/small.json" "$TMP/v300.json" "c['vocab_size'] = 300"
 "$TRAIN" -c "$TMP/v300.json" -n 0 -o "$TMP/v300" >"$TMP/v300.log" 2>&1 ||
     fail "-n 0 of the 300-id model: $(tail -2 "$TMP/v300.log")"
-expect_fail "a 300-id model without a tokenizer" \
-    "no tokenizer: no tokenizer.model beside the weights.*300 ids.*--tokenizer" "$TRAIN" --generate "$TMP/v300"
-if gen v300 "$TMP/v300" --sample-prompt "$PROMPT" --sample-tokens 5 --tokenizer byte &&
+if gen v300run "$TMP/v300" --sample-prompt "$PROMPT" --sample-tokens 5 && grep -q "tokenizer byte" "$TMP/v300run.err"; then
+    pass "a byte-vocabulary run of 300 ids generates with no --tokenizer (its train_config.json names byte)"
+else
+    fail "the 300-id byte run without --tokenizer: $(tail -2 "$TMP/v300run.err")"
+fi
+mkdir -p "$TMP/v300hf" && cp "$TMP/v300/step_00000000/config.json" "$TMP/v300/step_00000000/model.safetensors" "$TMP/v300hf/"
+expect_fail "a 300-id Hugging Face directory without a tokenizer" \
+    "no tokenizer: no tokenizer.model beside the weights.*300 ids.*--tokenizer" "$TRAIN" --generate "$TMP/v300hf"
+if gen v300 "$TMP/v300hf" --sample-prompt "$PROMPT" --sample-tokens 5 --tokenizer byte &&
     grep -q "tokenizer byte" "$TMP/v300.err"; then
     pass "--tokenizer byte on a 300-id model"
 else
     fail "--tokenizer byte on a 300-id model: $(tail -2 "$TMP/v300.err")"
 fi
+# A run on Llama 3 tokens (tokenizer "auto": the data's meta.json names the file): its checkpoints carry
+# tokenizer.model, so the run directory, and a checkpoint copied elsewhere on its own, generate with no flag, from
+# any working directory.
 LLAMA3="$SHARED/llama3_tokenizer.model"
 if [ -f "$LLAMA3" ]; then
     expect_fail "a tokenizer larger than the model's vocabulary" \
         "tokenizer .* has 128256 tokens but the model's vocab_size is 300" \
         "$TRAIN" --generate "$TMP/v300" --tokenizer "$LLAMA3"
-    edit_json "$TMP/small.json" "$TMP/l3.json" \
-        "c.update(vocab_size=128256, hidden_size=32, intermediate_size=64, num_hidden_layers=1)"
-    L3="$TMP/l3/step_00000000"
-    if "$TRAIN" -c "$TMP/l3.json" -n 0 -o "$TMP/l3" >"$TMP/l3.log" 2>&1 && cp "$LLAMA3" "$L3/tokenizer.model" &&
-        gen l3 "$L3" --sample-prompt "Hello world" --sample-tokens 5 --temperature 0 &&
-        grep -q "tokenizer $L3/tokenizer.model" "$TMP/l3.err" && [ "$(head -c 11 "$TMP/l3.out")" = "Hello world" ] &&
-        [ "$(wc -c <"$TMP/l3.out")" -gt 12 ]; then
-        pass "tokenizer.model beside the weights of a 128256-id model: $(show "$TMP/l3.out" 100)"
+    python3 scripts/prepare_data.py --tokenizer "$LLAMA3" --text "$TMP/text.txt" --out "$TMP/l3data" \
+        >"$TMP/l3prep.log" 2>&1 || fail "prepare_data.py, Llama 3: $(tail -2 "$TMP/l3prep.log")"
+    edit_json "$TMP/small.json" "$TMP/l3.json" "c.update(vocab_size=128256, hidden_size=32, intermediate_size=64,
+        num_hidden_layers=1, tokenizer='auto', train_data='$TMP/l3data/train_*.bin', steps=1, checkpoint_every=0)"
+    mkdir -p "$TMP/elsewhere" "$TMP/cwd2"
+    if "$TRAIN" -c "$TMP/l3.json" -o "$TMP/l3" >"$TMP/l3.log" 2>&1 && cmp -s "$LLAMA3" "$TMP/l3/step_00000001/tokenizer.model" &&
+        cp -r "$TMP/l3/step_00000001" "$TMP/elsewhere/copied" &&
+        (cd "$TMP/cwd2" && "$TRAIN" --generate "$TMP/elsewhere/copied" --sample-prompt "Hello world" --sample-tokens 5 \
+            --temperature 0 >"$TMP/l3.out" 2>"$TMP/l3.err") &&
+        grep -q "tokenizer $TMP/elsewhere/copied/tokenizer.model" "$TMP/l3.err" &&
+        [ "$(head -c 11 "$TMP/l3.out")" = "Hello world" ] && [ "$(wc -c <"$TMP/l3.out")" -gt 12 ]; then
+        pass "a checkpoint of a Llama 3 run, copied elsewhere on its own, generates with no flag: $(show "$TMP/l3.out" 100)"
     else
-        fail "tokenizer.model beside the weights: $(tail -2 "$TMP/l3.log" "$TMP/l3.err")"
+        fail "a copied checkpoint of a Llama 3 run: $(tail -2 "$TMP/l3.log") $(tail -2 "$TMP/l3.err" 2>/dev/null)"
+    fi
+    if gen l3run "$TMP/l3" --sample-prompt "Hello world" --sample-tokens 5 --temperature 0 &&
+        cmp -s "$TMP/l3.out" "$TMP/l3run.out"; then
+        pass "the Llama 3 run directory generates the same with no flag"
+    else
+        fail "the Llama 3 run directory: $(tail -2 "$TMP/l3run.err")"
+    fi
+    # A checkpoint without tokenizer.model (as written before checkpoints carried it) takes the file that its
+    # train_config.json names (meta.json's absolute path, here).
+    cp -r "$TMP/l3/step_00000001" "$TMP/elsewhere/old" && rm "$TMP/elsewhere/old/tokenizer.model"
+    if gen l3old "$TMP/elsewhere/old" --sample-prompt "Hello world" --sample-tokens 5 --temperature 0 &&
+        grep -q "tokenizer /[^ ]*/$(basename "$LLAMA3")," "$TMP/l3old.err" && cmp -s "$TMP/l3.out" "$TMP/l3old.out"; then
+        pass "a checkpoint without tokenizer.model takes the tokenizer its train_config.json names"
+    else
+        fail "train_config.json's tokenizer: $(tail -2 "$TMP/l3old.err")"
+    fi
+    # --tokenizer still overrides what the checkpoint carries.
+    if gen l3byte "$TMP/elsewhere/copied" --sample-prompt "Hi" --sample-tokens 3 --tokenizer byte &&
+        grep -q "tokenizer byte" "$TMP/l3byte.err"; then
+        pass "--tokenizer overrides the checkpoint's tokenizer.model"
+    else
+        fail "--tokenizer override: $(tail -2 "$TMP/l3byte.err")"
     fi
 else
     fail "no Llama 3 tokenizer at $LLAMA3 (set SHARED_DATA)"

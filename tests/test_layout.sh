@@ -2,7 +2,8 @@
 # test_layout.sh: the include direction of the source folders, lowest first: util/ (file-system helpers) <- kernels/
 # (the operations), data/ (shards, tokenizer, meta.json) <- model/ (config, model, optimizer, sampler) <- persist/
 # (checkpoints, state.bin, safetensors, Hugging Face import/export, the run directory) <- cli/ (--help, --generate)
-# <- train.c. A folder includes only itself and the folders it is allowed to (docs/DESIGN.md, "Source layout").
+# <- train.c. A folder includes only itself and the folders it is allowed to (docs/DESIGN.md, "Source layout"). Also:
+# git ignores the datasets generated under data/.
 source "$(dirname "$0")/shell_helpers.sh"
 
 # check FOLDER ALLOWED...: every #include "X/..." in FOLDER's sources names FOLDER or one of ALLOWED.
@@ -33,3 +34,16 @@ check data util
 check model data kernels util
 check persist model data kernels util
 check cli persist model data kernels util
+
+# The datasets that make data, make data-code and prepare_data.py write under data/ are ignored by git; the data/
+# sources are not. (Only in a git checkout.)
+if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    generated=(data/tinyshakespeare_byte/train_000000.bin data/tinyshakespeare_llama3/meta.json
+               data/pystdlib_llama3/val_000000.bin data/mycorpus/progress.json)
+    if [ "$(git check-ignore "${generated[@]}" | wc -l)" -eq 4 ] &&
+        ! git check-ignore -q data/dataloader.c && ! git check-ignore -q data/meta.h; then
+        pass "git ignores the generated datasets under data/ and not the sources there"
+    else
+        fail "git ignores: $(git check-ignore "${generated[@]}" data/dataloader.c data/meta.h | tr '\n' ' ')"
+    fi
+fi

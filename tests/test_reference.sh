@@ -10,8 +10,11 @@
 #   3. the exported checkpoints step_00000010 and step_00000050, loaded by reference.py --score-step, give the loss that
 #      ./train logged for the next step (the same weights, the same batches);
 #   4. an untied model with the wsd schedule, no clipping and no accumulation, 20 steps, agrees the same way;
-#   5. bad input to reference.py (a truncated checkpoint, a config of another model): a message naming the file.
-# Bounds, from measurements on this project's 2-core machine (README, "Comparing against the PyTorch reference"):
+#   5. a warmup longer than the run: reference.py clamps it as ./train does, and they agree;
+#   6. compare_losses.py's plot: the validation points of two logs at the same place both stay visible
+#      (tests/plot_check.py);
+#   7. bad input to reference.py (a truncated checkpoint, a config of another model): a message naming the file.
+# Bounds, from measurements on this project's 2-core machine (docs/reference.md):
 LOSS_TOL=1e-5     # max |loss difference| over the steps (measured 4.9e-7 over 60 steps; 8.1e-7 over 20, untied)
 GNORM_RTOL=1e-4   # max relative grad-norm difference (measured 3.3e-6; 8.1e-7, untied)
 WEIGHT_TOL=2e-5   # max |weight difference| after 60 steps (measured 5.4e-7)
@@ -187,7 +190,24 @@ if init init_untied "$TMP/untied.json" && run_train run_untied "$TMP/untied.json
     reference ref_untied --init "$TMP/init_untied/step_00000000" --config "$TMP/run_untied/train_config.json"; then
     compare "untied, wsd, no clipping, 20 steps" "$TMP/run_untied/log.jsonl" "$TMP/ref_untied/log.jsonl" --png ''
 fi
-# ---- 5. bad input: a clear message naming the file (and the tensor or key), exit status 1
+# ---- 5. a warmup longer than the run: both clamp it to the run's steps (and say so), and agree
+if run_train short "$TMP/small.json" -n 4 --warmup-steps 50 --eval-every 0 &&
+    reference ref_short --init "$TMP/init/step_00000000" --config "$TMP/short/train_config.json" --steps 4 \
+        --warmup-steps 50; then
+    if grep -q "warmup_steps (50) exceeds steps (4): the warmup is the run's 4 steps" "$TMP/ref_short.log" &&
+        grep -q "warmup_steps (50) exceeds steps (4): the warmup is the run's 4 steps" "$TMP/short.log"; then
+        pass "a 50-step warmup in a 4-step run: ./train and reference.py both clamp it and say so"
+    else
+        fail "warmup clamp notes: $(grep -h warmup "$TMP/short.log" "$TMP/ref_short.log" | tr '\n' ' ')"
+    fi
+    compare "a warmup clamped to the run's 4 steps, in both" "$TMP/short/log.jsonl" "$TMP/ref_short/log.jsonl" --png ''
+fi
+
+# ---- 6. compare_losses.py's plot: validation points of two logs at the same place both stay visible (the first
+# log's marker is larger and hollow, the second's drawn inside it): the pixels around the point hold both colors.
+"$PY" tests/plot_check.py "$TMP"
+
+# ---- 7. bad input: a clear message naming the file (and the tensor or key), exit status 1
 # expect_error WHAT PATTERN ARGS...: reference.py ARGS fails with a message matching PATTERN.
 expect_error() {
     local what=$1 pattern=$2

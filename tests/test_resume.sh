@@ -7,7 +7,8 @@
 # - damaged checkpoints (a flipped byte, a truncated or missing file, a state of another model) and bad flags: a
 #   message naming the file and the section, a nonzero exit, and not a byte of the run directory changed;
 #   --resume-fallback takes the previous checkpoint and moves the damaged one aside;
-# - SIGINT: the step finishes, a checkpoint is written, exit 0, and --resume continues bit-exactly;
+# - SIGINT: the step finishes, a checkpoint is written, exit 0, and --resume continues bit-exactly; after the last
+#   step it says the run is complete;
 # - --steps 0 writes the initial weights; --init-from that checkpoint gives bitwise the same master weights, and
 #   through a BF16 export the bf16-rounded ones.
 # state.bin is parsed by an independent reader of the documented layout (tests/run_compare.py), CRCs included.
@@ -73,6 +74,13 @@ check "the straight run wrote checkpoints at steps 4 and 6 and printed them" \
     "$TRAIN" -o "$TMP/const3" --resume -n 6 >"$TMP/c3r.out" 2>&1 || fail "3 + resume: $(tail -3 "$TMP/c3r.out")"
 check "the resumed run started after step 3" 'grep -q "resumed from .*step_00000003" "$TMP/c3r.out" && grep -q "^step     4/6" "$TMP/c3r.out" && ! grep -q "^step     3/" "$TMP/c3r.out"'
 same_run "$TMP/const6" "$TMP/const3"
+# The summary of a resumed run counts this process's steps and the whole run's validation losses: the log's step-3
+# value (set here far below any real one) stays the best.
+"$TRAIN" "${SMALL[@]}" --lr-schedule constant -n 3 -o "$TMP/val3" >/dev/null 2>&1
+python3 -c "import json,sys; p=sys.argv[1]; r=[json.loads(l) for l in open(p)]; [x.update(val_loss=0.5) for x in r if 'val_loss' in x]; open(p,'w').write(''.join(json.dumps(x)+'\n' for x in r))" "$TMP/val3/log.jsonl"
+"$TRAIN" -o "$TMP/val3" --resume -n 6 >"$TMP/val3r.out" 2>&1
+check "a resumed run's summary: steps 4-6, the last validation loss of step 6, the best of step 3 from the log" \
+    'grep -q "^steps 4-6 of 6: 384 tokens," "$TMP/val3r.out" && grep -qE "^validation loss: [0-9.]+ at step 6 \(the last\), best 0.5000 at step 3$" "$TMP/val3r.out"'
 
 # 3. A crash after step 5 of the cosine run: the checkpoint of step 4 (checkpoint_every 4 does not divide 6), log
 #    records of step 5 and a torn line, a half-written checkpoint directory.
@@ -137,7 +145,7 @@ check "--resume-fallback warns about step_00000006, resumes from step_00000004 a
 same_run "$TMP/straight" "$TMP/dmg"
 
 # 6. SIGINT in the middle of a long run: the step finishes, a checkpoint is written, exit 0; --resume continues.
-LONG=("${SMALL[@]}" --lr-schedule constant --eval-every 0 --sample-every 0 --checkpoint-every 0)
+LONG=("${SMALL[@]}" --lr-schedule constant --eval-every 0 --sample-every 0 --checkpoint-every 0 --log-every 1)
 "$TRAIN" "${LONG[@]}" -n 100000 -o "$TMP/sig" >"$TMP/sig.out" 2>&1 &
 pid=$!
 for _ in $(seq 200); do grep -q "^step  *3/" "$TMP/sig.out" && break; sleep 0.05; done
@@ -152,6 +160,18 @@ M=$((N + 3))
 "$TRAIN" -o "$TMP/sig" --resume -n "$M" >"$TMP/sigr.out" 2>&1 || fail "resume after SIGINT: $(tail -3 "$TMP/sigr.out")"
 "$TRAIN" "${LONG[@]}" -n "$M" -o "$TMP/sigref" >/dev/null 2>&1
 same_run "$TMP/sigref" "$TMP/sig" plain
+
+# 6b. SIGINT during the last step: the run is complete, and it says so (not "continue with --resume"). The signal
+# lands while the checkpoint of step 5 pauses in its snapshot (the test hook), so that the stop is seen after step 6.
+TRAIN_TEST_CHECKPOINT_PAUSE_MS=1500 "$TRAIN" "${LONG[@]}" -n 6 --checkpoint-every 5 -o "$TMP/siglast" \
+    >"$TMP/siglast.out" 2>"$TMP/siglast.err" &
+pid=$!
+for _ in $(seq 200); do grep -qs "test pause: snapshot of step 5" "$TMP/siglast.err" && break; sleep 0.05; done
+kill -INT "$pid"
+wait "$pid"
+rc=$?
+check "SIGINT during the last step: exit 0, the final checkpoint, and 'the run is complete'" \
+    '[ $rc -eq 0 ] && [ -f "$TMP/siglast/step_00000006/state.bin" ] && grep -q "stopped by a signal after the last step (6): the run is complete" "$TMP/siglast.out" && ! grep -q -- "--resume" "$TMP/siglast.out"'
 
 # 7. --steps 0 writes the initial weights; --init-from them (F32, then through BF16) starts from the same weights.
 "$TRAIN" "${SMALL[@]}" --steps 0 -o "$TMP/init0" >"$TMP/init0.out" 2>&1

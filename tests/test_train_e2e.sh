@@ -53,9 +53,10 @@ else
     exit 1
 fi
 if grep -q "MFU" "$TMP/train.log"; then fail "the CPU run prints an MFU: $(grep -m1 MFU "$TMP/train.log")"; fi
-python3 - "$TMP/run/log.jsonl" "$STEPS" "$LAST" "$LOSS_BOUND" "$VAL_BOUND" <<'EOF'
-import json, math, sys
+python3 - "$TMP/run/log.jsonl" "$STEPS" "$LAST" "$LOSS_BOUND" "$VAL_BOUND" "$TMP/train.log" "$TMP/run" <<'EOF'
+import json, math, re, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
+out, run = open(sys.argv[6], errors="replace").read(), sys.argv[7]
 steps, n_last, loss_bound, val_bound = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 losses = [r["loss"] for r in recs if "loss" in r]
 vals = [r["val_loss"] for r in recs if "val_loss" in r]
@@ -72,4 +73,31 @@ check(all(math.isfinite(r["grad_norm"]) and r["ms"] > 0 and r["tokens_per_s"] > 
       "every step record has a finite norm, a time, a throughput and an lr, and no MFU (the CPU has no peak)")
 check(len(samples) == 2 and all(s.startswith("ROMEO:") and len(s) > 60 for s in samples),
       f"two samples, each starting with the prompt; the last: {samples[-1][:80]!r}" if samples else "no samples")
+# "time": in every record (steps, validation, samples, checkpoints), never decreasing.
+times = [r.get("time") for r in recs]
+check(all(isinstance(t, float) and t >= 0 for t in times) and times == sorted(times) and
+      {"loss", "val_loss", "sample", "checkpoint_stall_s"} <= {k for r in recs for k in r},
+      f"every one of the {len(recs)} records of the 4 kinds has a \"time\", never decreasing (last {times[-1]:.1f} s)")
+# The progress lines: by default every steps/100-th (and the first and last), each with elapsed time and ETA.
+lines = [l for l in out.splitlines() if re.match(r"step +\d+/\d+ \|", l)]
+every = max(steps // 100, 1)
+want = sorted({1, steps} | set(range(every, steps + 1, every)))
+printed = [int(re.match(r"step +(\d+)", l).group(1)) for l in lines]
+check(printed == want and all(re.search(r"\| [0-9hms.]+ elapsed \| ETA [0-9hms.]+$", l) for l in lines),
+      f"{len(lines)} progress lines for {steps} steps (every {every}), each with elapsed and ETA: {lines[-1]!r}")
+# The summary: steps, tokens, mean tokens/s, the last and best validation loss, the newest checkpoint and the
+# command that generates from it.
+vals_at = [(r["step"], r["val_loss"]) for r in recs if "val_loss" in r]
+best = min(vals_at, key=lambda sv: sv[1])
+per_step = int(re.search(r"= (\d+) tokens per step$", out, re.M).group(1))
+ckpt = f"{run}/step_{steps:08d}"
+m = re.search(r"^steps 1-(\d+) of (\d+): ([\d,]+) tokens, \S+ wall time, ([\d,]+) tokens/s over the steps$", out, re.M)
+step_seconds = sum(r["ms"] for r in recs if "loss" in r) / 1e3
+number = lambda text: int(text.replace(",", ""))
+ok = (m is not None and number(m.group(1)) == steps and number(m.group(3)) == steps * per_step and
+      abs(number(m.group(4)) - steps * per_step / step_seconds) <= 1 and
+      f"validation loss: {vals_at[-1][1]:.4f} at step {vals_at[-1][0]} (the last), best {best[1]:.4f} at step {best[0]}"
+      in out and f"newest checkpoint: {ckpt}\n" in out and
+      re.search(rf"^generate from it: \S*train --generate {re.escape(ckpt)}$", out, re.M) is not None)
+check(ok, "the summary: " + " | ".join(out[out.find("---- summary ----"):].splitlines()[1:]))
 EOF

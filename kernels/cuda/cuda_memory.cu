@@ -241,19 +241,30 @@ extern "C" int kernels_cuda_available(char *why, size_t len) {
     int n = 0;
     cudaError_t err = cudaGetDeviceCount(&n);
     if (err != cudaSuccess) {
-        snprintf(why, len, "cudaGetDeviceCount: %s", cudaGetErrorString(err));
+        int driver = 0, runtime = 0;
+        const cudaError_t driver_err = cudaDriverGetVersion(&driver);
+        cudaRuntimeGetVersion(&runtime);
+        if (err == cudaErrorNoDevice)
+            snprintf(why, len, "no GPU found (the CUDA driver sees none)");
+        else if (err == cudaErrorInsufficientDriver && (driver_err != cudaSuccess || driver == 0))
+            snprintf(why, len, "no GPU found (CUDA driver not loaded)");
+        else if (err == cudaErrorInsufficientDriver)
+            snprintf(why, len, "the CUDA driver (%d.%d) is older than this build's CUDA runtime (%d.%d): update the "
+                     "driver to use the GPU", driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
+        else
+            snprintf(why, len, "no usable GPU (cudaGetDeviceCount: %s)", cudaGetErrorString(err));
         cudaGetLastError(); /* clear the sticky-free error so a later call does not see it */
         return 0;
     }
     if (n == 0) {
-        snprintf(why, len, "no CUDA device found");
+        snprintf(why, len, "no GPU found (the CUDA driver sees none)");
         return 0;
     }
     cudaDeviceProp prop;
     CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
     if (prop.major < 9) {
-        snprintf(why, len, "%s has compute capability %d.%d; this build needs 9.0 (Hopper)", prop.name, prop.major,
-                 prop.minor);
+        snprintf(why, len, "the %s has compute capability %d.%d; this build's kernels need 9.0 (Hopper)", prop.name,
+                 prop.major, prop.minor);
         return 0;
     }
     snprintf(why, len, "%s", prop.name);

@@ -22,7 +22,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int argc = 1, has_config = 0;
     for (size_t at = 0; at <= size && argc < MAX_ARGS; at += strlen(text + at) + 1) {
         argv[argc++] = text + at;
-        has_config |= strcmp(text + at, "-c") == 0 || strcmp(text + at, "--config") == 0;
+        has_config |= strcmp(text + at, "-c") == 0 || strcmp(text + at, "--config") == 0 ||
+                      strncmp(text + at, "--config=", 9) == 0;
     }
     argv[argc] = NULL;
 

@@ -132,7 +132,7 @@ elif grep -q "head_dim 64 or 128; this model's is 32" "$TMP/cuda32.out" && [ ! -
 else
     fail "head dim 32 with --device cuda: $(tail -3 "$TMP/cuda32.out")"
 fi
-if ./train "${hd32[@]}" -d auto -o "$TMP/auto32" >"$TMP/auto32.out" 2>&1 && grep -q "running on the CPU" "$TMP/auto32.out" &&
+if ./train "${hd32[@]}" -d auto -o "$TMP/auto32" >"$TMP/auto32.out" 2>&1 && grep -q "training on the CPU" "$TMP/auto32.out" &&
    grep -q "^backend: cpu" "$TMP/auto32.out"; then
     pass "head dim 32 with --device auto: trains on the CPU and says why"
 else
