@@ -1,83 +1,8 @@
-/* gemm_engine.cuh: the GEMM-epilogue engine for sm_90a (docs/DESIGN.md, "The GEMM-epilogue engine"): one main
- * loop, any epilogue program.
- *
- * Design note
- * - Problem: C[M,N] = op(A) . op(B) in bf16 with fp32 accumulation, for the three storage layouts of gemm.h
- *   (GE_ABT: both operands K-major; GE_AB: B N-major; GE_ATB: both M/N-major). A "K-major" operand has K as its
- *   contiguous dimension; an MN-major one is read through wgmma's transposed descriptors (tnspA / tnspB = 1).
- * - Tiles and schedules (template parameters BN, SCHED): BM x BN x BK = 128 x BN x 64, BN = 256 or 128. One CTA of
- *   384 threads = 3 warpgroups: warpgroup 0 is the producer (one thread issues TMA loads; setmaxnreg.dec to 40
- *   registers), warpgroups 1 and 2 are consumers (setmaxnreg.inc to 232; ptxas allocates their code within
- *   that only if the kernel has no trap instruction, hence gemm_epilogue.cuh's ge_fault).
- *   GE_COOP: both consumers work on one tile, consumer c owning rows [64c, 64c + 64): per k16 step one
- *   wgmma.m64nBNk16 each; both then run the tile's epilogue while the tensor cores idle.
- *   GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's tiles c, c + 2, ...): per k16 step two
- *   wgmma.m64n128k16 (row blocks 0 and 1); an mbarrier pair makes the two consumers' main loops alternate, so one
- *   consumer's epilogue runs while the other's main loop keeps the tensor cores busy. Which one runs
- *   (gemm.cu's ge_pick, from the shape and the program's kind): under sustained load both the H100 and the H200 run these GEMMs at their
- *   700 W power cap, so work per joule decides, and the cooperative 128 x 256 tile moves fewer shared-memory
- *   and L2 bytes per flop (at full tensor rate about 80 + 48 B/clk of wgmma reads and TMA writes per SM,
- *   against 96 + 64 for 128 x 128 tiles). So the plain GEMMs run cooperative 128 x 256 unless its tiles fill
- *   the waves clearly worse, and so do the fused programs; K_res runs ping-pong, whose overlapped epilogue
- *   wins for products up to M N K = 2^39, and cooperative above (bringing its residual through shared memory
- *   with GeTileInTma on either); programs with column partials (or whose input staging only fits one row
- *   block) run cooperative. For the overlap to hold, an epilogue must take less time than a
- *   main loop, and an epilogue runs once per tile, its instructions fetched afresh each time: a large one is
- *   fetch-bound (docs/DESIGN.md, "Why the engine is shaped this way": compact epilogue code). So its code is
- *   kept compact: the output path (TMA or direct stores) is a template parameter of the kernel, never a branch
- *   per fragment, and the row-block loop is not unrolled (ping-pong moves row block 1 into acc[0], 64 moves).
- * - Shared memory: a ring of stages (4 of 48 KB at BN = 256, 6 of 32 KB at BN = 128, fewer if the epilogue's
- *   scratch needs the room), each A 128x64 (16 KB) + B BNx64, 128-byte swizzled as TMA writes it. K-major
- *   operands are rows of 64 k (128 B): one TMA box, descriptor SBO = 1024 (8 rows), k16 step = +32 B. MN-major
- *   operands are boxes of 64 (m or n) x 64 k, k rows of 128 B, one box per 64 of M/N stacked 8 KB apart:
- *   descriptor LBO = 8192 (next 64 of M/N), SBO = 1024 (next 8 k), k16 step = +2048 B. Either way row block r's
- *   A rows start 8 KB * r into the stage. Out-of-bounds box elements are zero-filled by TMA, so ragged K is free.
- *   After the ring: each consumer's GeOut staging buffers, its column-vector scratch, the column-partial scratch,
- *   and each consumer's input-tile staging (kInUnits 4 KB units, GeTileInTma), an "in" mbarrier per unit.
- * - Pipeline: per stage a "full" mbarrier (producer arrive + TMA transaction bytes) and an "empty" mbarrier
- *   (lane 0 of each warp that reads the stage: 8 cooperative, 4 ping-pong). A consumer keeps one k-block of
- *   wgmmas in flight: after committing block k it waits for block k-1 (wgmma.wait_group 1) and releases that
- *   block's stage. The CTA's i-th tile is ring k-blocks i*nk .. i*nk + nk - 1, whichever consumer takes it.
- * - Grid and order: persistent (one CTA per SM, or fewer if fewer tiles); CTA b handles tiles b, b + grid, ...
- *   Tile order is grouped along M (GE_GROUP_M tile-rows per group, M fastest inside a group) so that the CTAs in
- *   flight share A row-panels and B column-panels in L2. The producer runs up to a ring ahead, across tiles.
- * - Accumulator layout (the wgmma D fragment): in row block r (r = c cooperative, r = 0, 1 ping-pong), consumer
- *   thread (warp w of its warpgroup, lane l) holds acc[r][4j + 2h + e] = C[m0 + 64r + 16w + l/4 + 8h]
- *   [n0 + 8j + 2(l%4) + e], j = 0..BN/8-1, h = 0..1, e = 0..1. So per row block a thread holds two rows and, per
- *   n8 block j, an adjacent column pair (2i, 2i+1): a "fragment".
- * - Epilogue programs: a struct deriving from GeEpilogue (gemm_epilogue.cuh) with a Params struct (passed by value
- *   to the kernel as a __grid_constant__, so it may hold tensor maps) and hooks: prefetch(p, tile) before the
- *   tile's main loop; during(p, tile, kb, nk) after each of its k-blocks' wgmmas are issued; per row block
- *   begin(p, tile), frag(p, tile, col, float2 (&v)[2]) for j = 0..BN/8-1, all threads of a warp together (v[h] =
- *   the pair at rows tile.row[h], columns col and col + 1; tile.j = j, a compile-time constant), end(p, tile);
- *   and flush(p, tile), which one thread per consumer runs after each chunk of 32 columns. A program with
- *   kHeldOutputs = true (GeOutHeld: an output tile kept in registers past its epilogue, cooperative schedule)
- *   also has stage_held(p, tile, kb, nk), run after each k-block's wgmmas of the next tile (and with kb = -1
- *   after the CTA's last tile), which stages one chunk of it and returns true, or returns false; its chunks then
- *   go out like the epilogue's (flush_held(p, tile) in one thread), through the same staging buffers in the same
- *   rotation, so its stores overlap the main loop instead of lengthening the epilogue. Optional members:
- *   kStageUnits, kInUnits, kVecFloats, kColPartials (shared memory the program needs), kMaxStages (a cap on the
- *   ring), and static direct(params) for programs with GeOut outputs. A program derived from GeProgram<Os...>
- *   declares its staged outputs instead (the GeOut types, held in its Params as `out`): kStageUnits, direct()
- *   and flush() follow from the declaration. The hooks compose the
- *   primitives of gemm_epilogue.cuh; the main loop never changes. Output tiles go through GeOut: frag() puts
- *   the fragment's two row pairs into a swizzled shared staging slot (kStageUnits 4 KB units per chunk, 2 to 4
- *   buffers; bf16 by the warp's 8 x 8 matrix stores, stmatrix), flush() issues the chunk's TMA store or fp32
- *   add-reduce (cp.async.bulk.tensor / cp.reduce.async.bulk.tensor) without waiting; a buffer is rewritten only
- *   after bulk_wait_read says its stores have read it. kColPartials = true
- *   reserves 8 warps x BN floats of scratch for column partials (cooperative only); kVecFloats, a column vector.
- *   Example (the plain GEMM, gemm_programs.cuh), all of it:
- *     struct GeStore : GeProgram<GeOut<bf16>> { struct Params { Out out; };
- *                                               frag(p, t, col, v) { ge_put<0>(p.out, t, col, v); } };
- * - Host: ge_run<Program, layout, BN, SCHED>(A, lda, B, ldb, M, N, K, params, stream) builds the two operand
- *   CUtensorMaps (cuTensorMapEncodeTiled through cudaGetDriverEntryPointByVersion: no -lcuda) and launches;
- *   ge_out(ptr, M, N, ld) builds a GeOut (its map, or tma = 0 where TMA cannot describe it: then the program's
- *   direct() says so and ge_run launches the instantiation whose GeOuts store straight from registers; the
- *   path is a template parameter, never a per-fragment branch, which keeps the unrolled epilogue small enough
- *   for the instruction cache).
- * - Measured and removed (docs/DESIGN.md, "What was measured and not kept"): 2-CTA clusters with TMA multicast of
- *   B, programmatic dependent launch, L2 evict-first hints on the epilogue's streams.
- */
+/* gemm_engine.cuh: the GEMM-epilogue engine for sm_90a: one main loop (TMA into a ring of stages, wgmma, a producer
+ * and two consumer warpgroups, persistent CTAs), any epilogue program. ge_run<Program, layout, BN, SCHED> computes
+ * C = op(A) . op(B) with the program's epilogue on the accumulator tile; a program is a GeEpilogue (gemm_epilogue.cuh)
+ * whose hooks the kernel calls. How the kernel is laid out (schedules, shared memory, pipeline, the accumulator's
+ * fragments, the hooks): docs/DESIGN.md, "Inside the engine's kernel". */
 #ifndef GEMM_ENGINE_CUH
 #define GEMM_ENGINE_CUH
 
