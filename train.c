@@ -23,9 +23,6 @@
 #include "data/meta.h"
 #include "data/tokenizer.h"
 #include "kernels/kernels.h"
-#ifdef WITH_CUDA
-#include "kernels/cuda/fused/fused_ops.h"
-#endif
 #include "model/config.h"
 #include "model/flops.h"
 #include "model/model.h"
@@ -206,12 +203,10 @@ static void check_memory(const ModelConfig *mc, const Kernels *k, const TrainCon
             "vocab_size of %s)", k->memory_name, need, have, on_host ? ", and their checkpoint snapshot" : "",
             size_text(part, model_bytes), cfg_path);
     char other[160] = "";
-#ifdef WITH_CUDA
-    ModelMemory fused;
-    if (k == &kernels_cuda && model_memory(mc, &kernels_cuda_fused, t->batch_size, t->seq_len, &fused) == 0 &&
-        fused.total <= avail)
-        snprintf(other, sizeof(other), ", or train with --fusion on, which needs %s", size_text(rest, fused.total));
-#endif
+    ModelMemory lean;
+    if (k->leaner && model_memory(mc, k->leaner, t->batch_size, t->seq_len, &lean) == 0 && lean.total <= avail)
+        snprintf(other, sizeof(other), ", or train with %s, which needs %s", k->leaner_flag,
+                 size_text(rest, lean.total));
     die("not enough %s: this run needs %s and %s is available; lower batch_size (-b, now %d) or seq_len (-t, now %d)%s: "
         "the activations and workspace of micro-batches of %d x %d tokens take %s, the model's parameters, gradients "
         "and AdamW state %s", k->memory_name, need, have, t->batch_size, t->seq_len, other, t->batch_size, t->seq_len,
@@ -582,13 +577,8 @@ int main(int argc, char **argv) {
                peak_flops * 1e-12, gpu);
     else if (gpu)
         printf("MFU: not shown (the bf16 peak of the %s is not in model/flops.c)\n", gpu);
-#ifdef WITH_CUDA
-    if (k == &kernels_cuda_fused &&
-        !fused_shape_ok(mc->hidden_size, mc->intermediate_size, config_qkv_dim(mc),
-                        mc->num_attention_heads * mc->head_dim, mc->head_dim))
-        printf("note: this model's dimensions are not all multiples of 8 (or its head dim is not a power of two): the "
-               "GEMMs the fused programs cannot take run unfused\n");
-#endif
+    const char *note = model_backend_note(&model);
+    if (note) printf("note: %s\n", note);
     printf("data: %s (%d shards, %llu tokens); batch %d x %d, %d micro-steps = %lld tokens per step\n",
            t->train_data, dataloader_num_shards(train), (unsigned long long)dataloader_num_tokens(train), B, T,
            accum, (long long)step_tokens);

@@ -82,6 +82,13 @@ typedef struct Kernels {
     const char *detail; /* which path runs, for the user (the CUDA tables: fusion on or off), or NULL */
     size_t act_bytes;  /* bytes of one act element: 4 (fp32) or 2 (bf16) */
     const char *memory_name; /* where its buffers live, for messages: "host memory" or "GPU memory" */
+    /* The table of the same backend that needs less memory for a model, and the flag that selects it (the unfused
+     * CUDA table's: the fused one, "--fusion on"), or NULL: the memory preflight names it when only it fits. */
+    const struct Kernels *leaner;
+    const char *leaner_flag;
+    /* What a user should know about how this table runs a model of these shapes (the fused table: the GEMMs its
+     * engine cannot take run unfused), or NULL; NULL function: nothing ever. */
+    const char *(*shape_note)(const struct KernelShapes *s);
 
     /* ---- memory (device memory for the GPU backend, host memory for the CPU backend) ---- */
     void *(*alloc)(size_t bytes);  /* zero-filled; NULL when the backend's memory cannot hold it (the caller says so) */

@@ -191,6 +191,11 @@ static int model_begin(Model *m, const ModelConfig *cfg, const Kernels *k, int B
     return m->layers && build_param_table(&m->table, cfg) == 0 ? 0 : -1;
 }
 
+const char *model_backend_note(const Model *m) {
+    const KernelShapes shapes = kernel_shapes(m);
+    return m->k->shape_note ? m->k->shape_note(&shapes) : NULL;
+}
+
 int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMemory *mem) {
     Model m;
     const int rc = model_begin(&m, cfg, k, B, T);

@@ -123,6 +123,9 @@ typedef struct ModelMemory {
     size_t n_params;    /* the parameters (what the checkpoint snapshot beside the model holds 3 x 4 bytes of) */
 } ModelMemory;
 
+/* The backend's note on how it runs this model's shapes (Kernels.shape_note), or NULL. */
+const char *model_backend_note(const Model *m);
+
 /* The memory preflight: what model_create(cfg, k, B, T) allocates on the backend, from the same list of buffers
  * that model_create allocates, and the backend's workspace for the model's shapes; nothing of the backend is
  * allocated. Returns 0, or -1 when the host cannot hold the model's tables. */

@@ -35,6 +35,27 @@ check model data kernels util
 check persist model data kernels util
 check cli persist model data kernels util
 
+# Inside the CUDA backend (kernels/cuda): the engine (gemm/) includes nothing of the backend around it; attention/
+# and train.c nothing of the fused table (fused/), whose ops reach the program only through kernels.h's table.
+# refuse FILES_OR_FOLDER PREFIX...: no #include "X" in them where X starts with a PREFIX.
+refuse() {
+    local where=$1
+    shift
+    local hits=""
+    for prefix in "$@"; do
+        hits+=$(grep -rHE "^[[:space:]]*#[[:space:]]*include[[:space:]]+\"$prefix" "$where" \
+                    --include='*.c' --include='*.h' --include='*.cu' --include='*.cuh' | tr '\n' ' ')
+    done
+    if [ -z "$hits" ]; then
+        pass "$where includes nothing under $*"
+    else
+        fail "$where includes $hits"
+    fi
+}
+refuse kernels/cuda/gemm kernels/cuda/cuda_ kernels/cuda/fused/ kernels/cuda/attention/ kernels/kernels.h
+refuse kernels/cuda/attention kernels/cuda/fused/
+refuse train.c kernels/cuda/
+
 # The datasets that make data, make data-code and prepare_data.py write under data/ are ignored by git; the data/
 # sources are not. (Only in a git checkout.)
 if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then

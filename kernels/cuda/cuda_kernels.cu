@@ -9,6 +9,8 @@ extern "C" const Kernels kernels_cuda = {
     .detail = "fusion off (cuBLAS GEMMs + separate epilogue passes)",
     .act_bytes = 2,
     .memory_name = "GPU memory",
+    .leaner = &kernels_cuda_fused,
+    .leaner_flag = "--fusion on",
 
     .alloc = cuda_alloc,
     .free = cuda_free,

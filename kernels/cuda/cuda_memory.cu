@@ -6,14 +6,13 @@
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/gemm/gemm_maps.h"
 #include "kernels/kernels.h"
 
 static size_t bytes_live, bytes_peak;
 
 void cuda_fail(const char *what, const char *detail, const char *file, int line) {
-    fprintf(stderr, "kernels_cuda: %s failed at %s:%d: %s\n", what, file, line, detail);
-    fflush(stderr);
-    abort(); /* an internal error (a bug, or a fault of the device), never the user's input: the core dump helps */
+    ge_fail_at(what, detail, file, line);
 }
 
 void cuda_out_of_memory(const char *what, size_t bytes, const char *file, int line) {

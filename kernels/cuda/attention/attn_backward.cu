@@ -18,10 +18,10 @@
  * work then runs during the other consumer's turn.
  * Their stores carry the tail (attn_tiles.cuh's AttnTail: RoPE backward, r and the row dots c) when the fused
  * table asks for it, and go through the resident tiles' own rows to TMA stores. */
+#include "kernels/cuda/attention/attn_ops.h"
 #include "kernels/cuda/attention/attn_tiles.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
-#include "kernels/cuda/fused/fused_ops.h"
 #include "kernels/cuda/gemm/gemm_maps.h"
 
 #define ATTN_PAD 128 /* L and D rows are padded to a multiple of this */
@@ -380,7 +380,7 @@ extern "C" void cuda_attention_backward(const void *qkv, const void *y, const fl
                            T);
 }
 
-/* The fused table's (fused_ops.h): the RoPE backward and c in the stores of dQ, dK and dV. */
+/* The fused table's (attn_ops.h): the RoPE backward and c in the stores of dQ, dK and dV. */
 extern "C" void cudaf_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy,
                                          const float *r, const float *rope_cos, const float *rope_sin, void *dqkv,
                                          float *c, int B, int T, int Hq, int Hkv, int hd) {

@@ -11,6 +11,12 @@ extern "C" int fused_shape_ok(int D, int F, int n_qkv, int n_q, int hd) {
     return D % 8 == 0 && F % 8 == 0 && n_qkv % 8 == 0 && n_q % 8 == 0 && hd > 0 && (hd & (hd - 1)) == 0;
 }
 
+extern "C" const char *cudaf_shape_note(const KernelShapes *s) {
+    if (fused_shape_ok(s->D, s->F, (s->Hq + 2 * s->Hkv) * s->hd, s->Hq * s->hd, s->hd)) return NULL;
+    return "this model's dimensions are not all multiples of 8 (or its head dim is not a power of two): the GEMMs the "
+           "fused programs cannot take run unfused";
+}
+
 static bool residual_norm_fused(int N, int K) { return N % 8 == 0 && K % 8 == 0; }
 
 /* the row partials of r; the unfused op takes no workspace */

@@ -3,6 +3,7 @@
  * backward carrying the RoPE backward in its stores. The first layer's norm, the attention forward, the embedding,
  * memory and the optimizer are the unfused table's kernels
  * (docs/DESIGN.md, "Fused step"). */
+#include "kernels/cuda/attention/attn_ops.h"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/fused/fused_ops.h"
 #include "kernels/kernels.h"
@@ -11,6 +12,9 @@
 static Kernels fused_table(void) {
     Kernels k = kernels_cuda;
     k.detail = "fusion on (GEMM-epilogue programs)";
+    k.leaner = NULL;
+    k.leaner_flag = NULL;
+    k.shape_note = cudaf_shape_note;
     k.gemm_residual_norm = cudaf_gemm_residual_norm;
     k.gemm_rope = cudaf_gemm_rope;
     k.gemm_swiglu = cudaf_gemm_swiglu;

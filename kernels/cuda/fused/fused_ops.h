@@ -17,6 +17,8 @@ extern "C" {
 
 /* 1 if every op of a model with these dimensions runs its fused program (D, F, the QKV width, V any), else 0. */
 int fused_shape_ok(int D, int F, int n_qkv, int n_q, int hd);
+/* The table's shape_note (kernels.h): what fused_shape_ok says, for the user. */
+const char *cudaf_shape_note(const KernelShapes *s);
 
 /* fused_workspace_plan.cu: the fused table's workspace_bytes */
 size_t cudaf_workspace_bytes(const KernelShapes *s);
@@ -50,11 +52,6 @@ void cudaf_gemm_dw(const void *dY, const void *X, const float *col_scale, float 
 void fused_norm_backward(const void *dZ, long ldz, const void *W, const float *gamma, const float *r, const float *c,
                          const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K, float *part,
                          const float *s, const float *a, const int32_t *target);
-
-/* attention/attn_backward.cu: the attention kernels with the RoPE backward and c in their stores */
-void cudaf_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
-                              const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
-                              int Hkv, int hd);
 
 /* fused_lm_head.cu */
 void cudaf_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M,

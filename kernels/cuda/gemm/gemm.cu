@@ -1,12 +1,18 @@
 /* gemm.cu: host side of the GEMM-epilogue engine: tensor maps (cuTensorMapEncodeTiled through the runtime's
- * driver entry point, so no -lcuda), the SM count, the schedule heuristic (ge_pick), and gemm.h's extern "C"
- * launchers, which instantiate the engine with the programs of gemm_programs.cuh; plus the tiny kernel that turns
- * K_res's partials into r. */
+ * driver entry point, so no -lcuda), the SM count, the failure path, the schedule heuristic (ge_pick), and
+ * gemm.h's extern "C" launchers, which instantiate the engine with the programs of gemm_programs.cuh; plus the tiny
+ * kernel that turns K_res's partials into r. */
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "kernels/cuda/gemm/gemm_engine.cuh"
 #include "kernels/cuda/gemm/gemm_programs.cuh"
+
+void ge_fail_at(const char *what, const char *detail, const char *file, int line) {
+    fprintf(stderr, "kernels_cuda: %s failed at %s:%d: %s\n", what, file, line, detail);
+    fflush(stderr);
+    abort();
+}
 
 typedef CUresult (*ge_encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *,
                                        const cuuint64_t *, const cuuint32_t *, const cuuint32_t *,

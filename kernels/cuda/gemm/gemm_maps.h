@@ -6,9 +6,11 @@
 #include <cuda.h>
 #include <stdint.h>
 
-/* A failed engine call: the backend's checked-call failure, which names the call, the file and the line. */
-void cuda_fail(const char *what, const char *detail, const char *file, int line);
-#define ge_fail(what, detail) cuda_fail((what), (detail), __FILE__, __LINE__)
+/* A failed call (an internal error: a bug, or a fault of the device, never the user's input): names the call, the
+ * file and the line on stderr and aborts, so that the core dump helps. The CUDA backend's checked calls use it too
+ * (cuda_fail). */
+void ge_fail_at(const char *what, const char *detail, const char *file, int line);
+#define ge_fail(what, detail) ge_fail_at((what), (detail), __FILE__, __LINE__)
 
 /* A 2-D bf16 tensor map of `outer` rows of `inner` elements (row stride ld elements), box box_inner x box_outer,
  * 128-byte swizzle, zero fill. `what` names the operand in the error message if TMA cannot describe it. */
