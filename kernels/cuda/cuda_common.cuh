@@ -208,11 +208,6 @@ void cuda_gemm_dw_f32(const void *dY, const void *X, float *dW, int accumulate, 
 void cuda_column_sum_add(const float *partial, int n_blocks, float *out, int K);
 void cuda_row_sum(const float *part, int nparts, int M, float *out);
 
-/* cuda_optimizer.cu: *dst (one fp64 in device memory) = the sum of squares of g[0..n), or the sum of x[0..n);
- * deterministic, and nothing waits for the device. */
-void cuda_sum_squares_to(const float *g, size_t n, double *dst);
-void cuda_sum_to(const float *x, size_t n, double *dst);
-
 /* cuda_embedding.cu: dE[tokens[m]] += coef[m] * dx[m] (coef NULL: 1) for m < M, deterministic: from the tokens'
  * groups (kernels.h), each group summed in order of m in fp32 and added once. dx [M, D] bf16 rows (row stride D),
  * dE [V, D] fp32. */

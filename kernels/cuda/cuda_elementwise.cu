@@ -200,5 +200,5 @@ extern "C" void cuda_gemm_dw(const void *dY, const void *X, const float *col_sca
         LAUNCH_CHECK("scale_cols_kernel");
         cuda_gemm_dw_f32(dY, O, dW, accumulate, M, N, K);
     }
-    if (sq) cuda_sum_squares_to(dW, (size_t)N * K, sq);
+    if (sq) cuda_sum_squares(dW, (size_t)N * K, sq);
 }

@@ -54,13 +54,11 @@ static void sum_to(const float *g, size_t n, double *dst, int blocks, bool accum
     LAUNCH_CHECK("sum_partials_kernel");
 }
 
-void cuda_sum_squares_to(const float *g, size_t n, double *dst) { sum_to<true>(g, n, dst, SUMSQ_BLOCKS, false); }
+extern "C" void cuda_sum_squares(const float *g, size_t n, double *out) {
+    sum_to<true>(g, n, out, SUMSQ_BLOCKS, false);
+}
 
 /* For partials and per-row losses (up to a few hundred thousand values): fewer blocks. */
-void cuda_sum_to(const float *x, size_t n, double *dst) { sum_to<false>(x, n, dst, 64, false); }
-
-extern "C" void cuda_sum_squares(const float *g, size_t n, double *out) { cuda_sum_squares_to(g, n, out); }
-
 extern "C" void cuda_sum(const float *x, size_t n, double *out, int accumulate) {
     sum_to<false>(x, n, out, 64, accumulate != 0);
 }

@@ -178,11 +178,11 @@ extern "C" void cudaf_gemm_dw(const void *dY, const void *X, const float *col_sc
     }
     if (accumulate) {
         dw_sched<true>(dY, X, col_scale, dW, NULL, M, N, K);
-        if (sq) cuda_sum_squares_to(dW, (size_t)N * K, sq);
+        if (sq) cuda_sum_squares(dW, (size_t)N * K, sq);
         return;
     }
     const size_t nparts = (size_t)N * ge_row_parts(K);
     float *part = sq ? (float *)cuda_workspace(dw_parts_bytes(N, K)) : NULL;
     dw_sched<false>(dY, X, col_scale, dW, part, M, N, K);
-    if (sq) cuda_sum_to(part, nparts, sq);
+    if (sq) cuda_sum(part, nparts, sq, 0);
 }
