@@ -1,12 +1,13 @@
 /* attn_forward.cu: causal grouped-query attention forward on Hopper, head dim 64 and 128 (docs/DESIGN.md,
- * "Attention"). One CTA per (128-query tile, query head, sequence): a producer warpgroup whose one thread loads the
- * query tile once and the tile's K and V blocks of 128 keys by TMA into a ring of stages; two consumer warpgroups,
- * 64 queries each, computing S = Q K^T on wgmma from shared memory, the online softmax (base 2) in registers, and
- * O += P V with P as the register A operand, V read MN-major from the same tile the load wrote. The consumers take
- * turns at the tensor cores (ping-pong), and each runs a block's softmax while its previous block's P V completes. Only the diagonal
- * key block is masked; blocks after it are never loaded. The output goes through the consumer's own query rows in
- * shared memory to one TMA store; lse (natural log) is kept for the backward. K/V are read in place for every query
- * head of their group. */
+ * "Attention"). Persistent CTAs, one per SM, each taking (128-query tile, query head, sequence) tiles in turn, the
+ * longest first, in a fixed order that evens out their work. A producer warpgroup whose one thread loads each tile's queries into one of two
+ * buffers (the next tile's while this one's output is stored) and its K and V blocks of 128 keys by TMA into a ring
+ * of stages; two consumer warpgroups, 64 queries each, computing S = Q K^T on wgmma from shared memory, the online
+ * softmax (base 2) in registers, and O += P V with P as the register A operand, V read MN-major from the same tile
+ * the load wrote. The consumers take turns at the tensor cores (ping-pong), and each runs a block's softmax while
+ * its previous block's P V completes. Only the diagonal key block is masked; blocks after it are never loaded. The
+ * output goes through the consumer's own query rows in shared memory to one TMA store; lse (natural log) is kept
+ * for the backward. K/V are read in place for every query head of their group. */
 #include "kernels/cuda/attention/attn_tiles.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -14,12 +15,17 @@
 
 template <int HD>
 struct AttnFwdShape {
-    static constexpr int BM = 128, BN = 128; /* queries per CTA (64 per consumer), keys per K/V block */
-    static constexpr int kStages = 2;
+    static constexpr int BM = 128, BN = 128; /* queries per tile (64 per consumer), keys per K/V block */
+    static constexpr int kStages = 2;        /* the K/V ring */
+    /* every kFmaExp-th exponential on the FMA units (attn_exp2_fma), 0 for none: at head dim 64 the SFU's share of
+     * the softmax is the larger against the matmuls (docs/EXPERIMENTS.md, "Attention") */
+    static constexpr int kFmaExp = HD == 64 ? 8 : 0;
+    static constexpr int kQBufs = 2;         /* the next tile's queries load while this tile's output is stored */
     using Q = AttnTile<HD, BM>;
     using KV = AttnTile<HD, BN>;
-    static constexpr int oK = Q::kBytes, oV = oK + kStages * KV::kBytes, oBar = oV + kStages * KV::kBytes;
-    static constexpr int kSmem = oBar + (1 + 4 * kStages) * 8 + 1024; /* + slack to align the base to 1 KB */
+    static constexpr int oK = kQBufs * Q::kBytes, oV = oK + kStages * KV::kBytes, oBar = oV + kStages * KV::kBytes;
+    static constexpr int kBars = 2 * kQBufs + 4 * kStages; /* q_full, k_full, v_full; q_empty, k_empty, v_empty */
+    static constexpr int kSmem = oBar + kBars * 8 + 1024;  /* + slack to align the base to 1 KB */
     static_assert(BM == BN, "the diagonal key block is the query tile's own");
 };
 
@@ -27,144 +33,222 @@ struct AttnFwdParams {
     CUtensorMap qkv; /* [B][T][(Hq + 2 Hkv) hd], box 64 x 128 */
     CUtensorMap y;   /* [B][T][Hq hd], box 64 x 64 */
     float *lse;      /* [B, Hq, T] */
-    int T, Hq, Hkv;
+    int T, Hq, Hkv, B;
     float scale_log2; /* log2(e) / sqrt(hd) */
 };
+
+/* The tiles, in order: query tiles from the longest (most key blocks) down, and within one, heads fastest, then
+ * sequences. Persistent CTA c of G takes tile r G + c in even rounds r and r G + G - 1 - c in odd ones (a snake), so
+ * that the long and the short tiles even out over the CTAs; every thread computes the same sequence. */
+struct AttnFwdTile {
+    int h, b, qt; /* query head, sequence, query tile */
+    __device__ AttnFwdTile(int k, const AttnFwdParams &p, int n_qt) {
+        const int heads_seqs = p.Hq * p.B, level = k / heads_seqs, rem = k - level * heads_seqs;
+        qt = n_qt - 1 - level;
+        b = rem / p.Hq;
+        h = rem - b * p.Hq;
+    }
+};
+__device__ __forceinline__ int attn_fwd_tile_of_round(int r) {
+    return r * (int)gridDim.x + ((r & 1) ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x);
+}
+
+/* A block's online softmax (base 2) on its unscaled scores sc, an m64nBN fragment: on the diagonal block (whose
+ * keys are the tile's queries) masks the keys after each query, qrow being the thread's first row in the tile; updates the running maxima m (scaled) and sums l, and leaves
+ * P = 2^(s scale - m) in sc and the factor of the output so far in alpha. Every row has an unmasked key in block 0,
+ * so the maxima are finite. */
+template <int BN, int FMA_EXP, bool DIAGONAL>
+__device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, float *l, float *alpha, int qrow, int lane,
+                                                       float scale_log2) {
+    if (DIAGONAL) {
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++)
+            if (attn_frag_col(i, lane) > qrow + 8 * attn_frag_half(i)) sc[i] = -INFINITY;
+    }
+    float mx[2] = {-INFINITY, -INFINITY}; /* of the unscaled scores (the scale is positive) */
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) mx[attn_frag_half(i)] = fmaxf(mx[attn_frag_half(i)], sc[i]);
+#pragma unroll
+    for (int hh = 0; hh < 2; hh++) {
+        const float mnew = fmaxf(m[hh], attn_quad_max(mx[hh]) * scale_log2);
+        alpha[hh] = attn_exp2(m[hh] - mnew);
+        m[hh] = mnew;
+        l[hh] *= alpha[hh];
+    }
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) {
+        const int hh = attn_frag_half(i);
+        const float x = fmaf(sc[i], scale_log2, -m[hh]);
+        sc[i] = (FMA_EXP > 0 && i % (FMA_EXP > 0 ? FMA_EXP : 1) == FMA_EXP - 1) ? attn_exp2_fma(x) : attn_exp2(x);
+        l[hh] += sc[i];
+    }
+}
+template <int BN, int FMA_EXP>
+__device__ __forceinline__ void attn_fwd_softmax(float *sc, float *m, float *l, float *alpha, bool diagonal, int qrow,
+                                                 int lane, float scale_log2) {
+    if (diagonal) /* two paths, so that the other blocks pay nothing for the mask */
+        attn_fwd_softmax_block<BN, FMA_EXP, true>(sc, m, l, alpha, qrow, lane, scale_log2);
+    else
+        attn_fwd_softmax_block<BN, FMA_EXP, false>(sc, m, l, alpha, qrow, lane, scale_log2);
+}
 
 template <int HD>
 __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_constant__ AttnFwdParams p) {
     using L = AttnFwdShape<HD>;
-    constexpr int S = L::kStages, BM = L::BM, BN = L::BN;
+    constexpr int S = L::kStages, QB = L::kQBufs, BM = L::BM, BN = L::BN;
     extern __shared__ uint8_t attn_smem_raw[];
     uint8_t *smem = attn_smem_base(attn_smem_raw);
     uint8_t *sQ = smem, *sK = smem + L::oK, *sV = smem + L::oV;
     uint64_t *q_full = reinterpret_cast<uint64_t *>(smem + L::oBar);
-    uint64_t *k_full = q_full + 1, *v_full = k_full + S, *k_empty = v_full + S, *v_empty = k_empty + S;
-    /* heads fastest, then sequences, then query tiles from the longest (most key blocks) down */
-    const int h = blockIdx.x, b = blockIdx.y, qt = gridDim.z - 1 - blockIdx.z, kv = h / (p.Hq / p.Hkv);
-    const int n_blocks = qt + 1;
+    uint64_t *k_full = q_full + QB, *v_full = k_full + S, *q_empty = v_full + S, *k_empty = q_empty + QB,
+             *v_empty = k_empty + S;
+    const int n_qt = (p.T + BM - 1) / BM, n_tiles = p.Hq * p.B * n_qt;
 
-    attn_init_barriers(q_full, 1 + 2 * S, 2 * S); /* q_full, k_full, v_full; k_empty, v_empty */
+    if (threadIdx.x == 0) {
+        for (int i = 0; i < QB + 2 * S; i++) mbar_init(&q_full[i], 1);
+        for (int i = 0; i < QB; i++) mbar_init(&q_empty[i], 2); /* each consumer's storing thread */
+        for (int i = 0; i < 2 * S; i++) mbar_init(&k_empty[i], 8); /* lane 0 of each consumer warp */
+        mbar_fence_init();
+    }
+    __syncthreads();
 
     if (threadIdx.x < 128) {
-        /* ---------------- producer */
+        /* ---------------- producer: loads each tile's queries and its K and V blocks */
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
             tma_prefetch_desc(&p.qkv);
-            mbar_arrive_expect_tx(q_full, L::Q::kBytes);
-            attn_load_tile<HD, BM>(sQ, &p.qkv, q_full, h * HD, qt * BM, b);
-            const int kcol = (p.Hq + kv) * HD, vcol = (p.Hq + p.Hkv + kv) * HD;
-            for (int j = 0; j < n_blocks; j++) {
-                const int s = j % S;
-                const uint32_t ph = (j / S) & 1;
-                mbar_wait(&k_empty[s], ph ^ 1);
-                mbar_arrive_expect_tx(&k_full[s], L::KV::kBytes);
-                attn_load_tile<HD, BN>(sK + s * L::KV::kBytes, &p.qkv, &k_full[s], kcol, j * BN, b);
-                mbar_wait(&v_empty[s], ph ^ 1);
-                mbar_arrive_expect_tx(&v_full[s], L::KV::kBytes);
-                attn_load_tile<HD, BN>(sV + s * L::KV::kBytes, &p.qkv, &v_full[s], vcol, j * BN, b);
+            int kvi = 0; /* K/V blocks loaded so far, over this CTA's tiles */
+            for (int it = 0;; it++) {
+                const int k = attn_fwd_tile_of_round(it), qb = it % QB;
+                mbar_wait(&q_empty[qb], ((it / QB) & 1) ^ 1);
+                if (k >= n_tiles) { /* the consumers' last wait: it passes, they find no tile and stop */
+                    mbar_arrive(&q_full[qb]);
+                    break;
+                }
+                const AttnFwdTile t(k, p, n_qt);
+                mbar_arrive_expect_tx(&q_full[qb], L::Q::kBytes);
+                const int kv = t.h / (p.Hq / p.Hkv), kcol = (p.Hq + kv) * HD, vcol = (p.Hq + p.Hkv + kv) * HD;
+                attn_load_tile<HD, BM>(sQ + qb * L::Q::kBytes, &p.qkv, &q_full[qb], t.h * HD, t.qt * BM, t.b);
+                for (int j = 0; j <= t.qt; j++, kvi++) {
+                    const int s = kvi % S;
+                    const uint32_t ph = (kvi / S) & 1;
+                    mbar_wait(&k_empty[s], ph ^ 1);
+                    mbar_arrive_expect_tx(&k_full[s], L::KV::kBytes);
+                    attn_load_tile<HD, BN>(sK + s * L::KV::kBytes, &p.qkv, &k_full[s], kcol, j * BN, t.b);
+                    mbar_wait(&v_empty[s], ph ^ 1);
+                    mbar_arrive_expect_tx(&v_full[s], L::KV::kBytes);
+                    attn_load_tile<HD, BN>(sV + s * L::KV::kBytes, &p.qkv, &v_full[s], vcol, j * BN, t.b);
+                }
             }
         }
         return;
     }
 
-    /* ---------------- consumers: rows row0 .. row0 + 63 of the query tile */
+    /* ---------------- consumers: rows row0 .. row0 + 63 of each query tile */
     setmaxnreg_inc<240>();
     const int c = threadIdx.x / 128 - 1, wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
-    const int row0 = 64 * c;
-    int q[2]; /* this thread's two query positions */
-    q[0] = qt * BM + row0 + 16 * warp + (lane >> 2);
-    q[1] = q[0] + 8;
+    const int row0 = 64 * c, qrow = row0 + 16 * warp + (lane >> 2); /* the thread's first row in a tile */
+    int kvi = 0; /* K/V blocks consumed so far, over this CTA's tiles */
+    for (int it = 0;; it++) {
+        const int k = attn_fwd_tile_of_round(it), qb = it % QB;
+        mbar_wait(&q_full[qb], (it / QB) & 1);
+        if (k >= n_tiles) break;
+        const AttnFwdTile t(k, p, n_qt);
+        const int n_blocks = t.qt + 1;
+        uint8_t *sQt = sQ + qb * L::Q::kBytes;
 
-    float o[HD / 2];
+        float o[HD / 2];
 #pragma unroll
-    for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* running max (scaled, base 2) and partial sum */
-    mbar_wait(q_full, 0);
+        for (int i = 0; i < HD / 2; i++) o[i] = 0.0f;
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* running max (scaled, base 2) and partial sum */
 
-    /* The consumers take turns issuing their matmuls (AttnTurns): turn j issues block j's S and block j-1's P V,
-     * then lets the other consumer issue its own while this one runs block j's softmax, which needs S only: P V
-     * completes meanwhile, before the output's rescale. */
-    uint32_t pa[BN / 4];
-    const AttnTurns turns(c);
-    for (int j = 0; j < n_blocks; j++) {
-        const int s = j % S, sp = (j + S - 1) % S;
-        const uint32_t ph = (j / S) & 1, php = ((j - 1) / S) & 1; /* php: j > 0 only */
-        float sc[BN / 2];
-        turns.take();
-        mbar_wait(&k_full[s], ph);
-        wgmma_fence();
-        attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK + s * L::KV::kBytes);
-        wgmma_commit();
-        if (j > 0) {
+        /* The consumers take turns issuing their matmuls (AttnTurns): turn j issues block j's S and block j-1's
+         * P V, then lets the other consumer issue its own while this one runs block j's softmax, which needs S
+         * only: P V completes meanwhile, before the output's rescale. Block 0's turn, with no P V before it, is
+         * its own, so that every turn of the loop issues both (a P V on one path only makes the compiler wait for
+         * it where the paths join, before the softmax). */
+        uint32_t pa[BN / 4]; /* P of the previous block, the A operand of its P V */
+        const AttnTurns turns(c);
+        {
+            const int s = kvi % S;
+            float sc[BN / 2], alpha[2];
+            turns.take();
+            mbar_wait(&k_full[s], (kvi / S) & 1);
+            wgmma_fence();
+            attn_mma_abt<HD, BM, BN>(sc, sQt, row0, sK + s * L::KV::kBytes);
+            wgmma_commit();
+            turns.pass();
+            attn_wgmma_wait<BN / 2>(sc);
+            if (lane == 0) mbar_arrive(&k_empty[s]);
+            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, t.qt == 0, qrow, lane, p.scale_log2);
+            attn_pack<BN>(sc, pa);
+        }
+        for (int j = 1; j < n_blocks; j++) {
+            const int s = (kvi + j) % S, sp = (kvi + j - 1) % S;
+            const uint32_t ph = ((kvi + j) / S) & 1, php = ((kvi + j - 1) / S) & 1;
+            float sc[BN / 2], alpha[2];
+            turns.take();
+            mbar_wait(&k_full[s], ph);
+            wgmma_fence();
+            attn_mma_abt<HD, BM, BN>(sc, sQt, row0, sK + s * L::KV::kBytes);
+            wgmma_commit();
             mbar_wait(&v_full[sp], php);
             wgmma_fence();
             attn_mma_pv<HD, BN>(o, pa, sV + sp * L::KV::kBytes, true);
-        }
-        wgmma_commit(); /* at j = 0 an empty group: the waits below count the same on every path */
-        turns.pass();
-        wgmma_wait<1>();
+            wgmma_commit();
+            turns.pass();
+            wgmma_wait<1>();
 #pragma unroll
-        for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
-        if (lane == 0) mbar_arrive(&k_empty[s]);
+            for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
+            if (lane == 0) mbar_arrive(&k_empty[s]);
+            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, j == t.qt, qrow, lane, p.scale_log2);
+            /* the exponentials before the wait for P V (not sunk after it: they are what overlaps it), and pa live
+             * until then (no temporary of the softmax may take the registers P V reads) */
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
+            attn_wgmma_wait_after<HD / 2>(o, l[0], l[1]);
+#pragma unroll
+            for (int i = 0; i < BN / 4; i++) reg_fence_u32(pa[i]);
+            if (lane == 0) mbar_arrive(&v_empty[sp]);
+#pragma unroll
+            for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
+            attn_pack<BN>(sc, pa);
+        }
+        { /* the last block's P V, in one more turn */
+            const int sp = (kvi + n_blocks - 1) % S;
+            turns.take();
+            mbar_wait(&v_full[sp], ((kvi + n_blocks - 1) / S) & 1);
+            wgmma_fence();
+            attn_mma_pv<HD, BN>(o, pa, sV + sp * L::KV::kBytes, true);
+            wgmma_commit();
+            turns.last();
+            attn_wgmma_wait<HD / 2>(o);
+            if (lane == 0) mbar_arrive(&v_empty[sp]);
+        }
+        kvi += n_blocks;
 
-        /* online softmax: every row has an unmasked key in block 0, so the maxima are finite */
-        const bool diagonal = j == qt;
-        float mx[2] = {-INFINITY, -INFINITY}; /* of the unscaled scores (the scale is positive) */
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++) {
-            const int hh = attn_frag_half(i);
-            if (diagonal && j * BN + attn_frag_col(i, lane) > q[hh]) sc[i] = -INFINITY;
-            mx[hh] = fmaxf(mx[hh], sc[i]);
-        }
-        float alpha[2];
+        float inv[2];
 #pragma unroll
         for (int hh = 0; hh < 2; hh++) {
-            const float mnew = fmaxf(m[hh], attn_quad_max(mx[hh]) * p.scale_log2);
-            alpha[hh] = attn_exp2(m[hh] - mnew);
-            m[hh] = mnew;
-            l[hh] *= alpha[hh];
+            const float sum = attn_quad_sum(l[hh]);
+            inv[hh] = 1.0f / sum;
+            const int q = t.qt * BM + qrow + 8 * hh; /* the row's query position */
+            if ((lane & 3) == 0 && q < p.T)
+                p.lse[((long)t.b * p.Hq + t.h) * p.T + q] = (m[hh] + log2f(sum)) * (1.0f / ATTN_LOG2E);
         }
 #pragma unroll
-        for (int i = 0; i < BN / 2; i++) {
-            const int hh = attn_frag_half(i);
-            sc[i] = attn_exp2(fmaf(sc[i], p.scale_log2, -m[hh]));
-            l[hh] += sc[i];
+        for (int i = 0; i < HD / 2; i++) o[i] *= inv[attn_frag_half(i)];
+        /* the consumer's query rows are read by its own wgmmas only, all complete: they take the output tile; once
+         * the store has read them, the buffer is free for a later tile's queries */
+        attn_stage_tile<HD, BM>(sQt, row0, o, 1.0f, warp, lane);
+        if (attn_store_begin(c, wtid)) {
+            attn_store_rows<HD, BM>(&p.y, sQt, row0, t.h * HD, t.qt * BM + row0, t.b);
+            bulk_commit();
+            bulk_wait_read<0>();
+            mbar_arrive(&q_empty[qb]);
         }
-        attn_wgmma_wait<HD / 2>(o);
-        if (j > 0 && lane == 0) mbar_arrive(&v_empty[sp]);
-#pragma unroll
-        for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
-        attn_pack<BN>(sc, pa);
     }
-    { /* the last block's P V, in one more turn */
-        const int sp = (n_blocks - 1) % S;
-        turns.take();
-        mbar_wait(&v_full[sp], ((n_blocks - 1) / S) & 1);
-        wgmma_fence();
-        attn_mma_pv<HD, BN>(o, pa, sV + sp * L::KV::kBytes, true);
-        wgmma_commit();
-        turns.last();
-        attn_wgmma_wait<HD / 2>(o);
-        if (lane == 0) mbar_arrive(&v_empty[sp]);
-    }
-
-    float inv[2];
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        const float sum = attn_quad_sum(l[hh]);
-        inv[hh] = 1.0f / sum;
-        if ((lane & 3) == 0 && q[hh] < p.T)
-            p.lse[((long)b * p.Hq + h) * p.T + q[hh]] = (m[hh] + log2f(sum)) * (1.0f / ATTN_LOG2E);
-    }
-#pragma unroll
-    for (int i = 0; i < HD / 2; i++) o[i] *= inv[attn_frag_half(i)];
-    /* the consumer's query rows are read by its own wgmmas only, all complete: they take the output tile */
-    attn_stage_tile<HD, BM>(sQ, row0, o, 1.0f, warp, lane);
-    if (attn_store_begin(c, wtid)) {
-        attn_store_rows<HD, BM>(&p.y, sQ, row0, h * HD, qt * BM + row0, b);
-        attn_store_end();
-    }
+    if (wtid == 0) bulk_wait<0>(); /* the last output's writes */
 }
 
 template <int HD>
@@ -178,10 +262,13 @@ static void launch_fwd(const void *qkv, void *y, float *lse, int B, int T, int H
     p.T = T;
     p.Hq = Hq;
     p.Hkv = Hkv;
+    p.B = B;
     p.scale_log2 = ATTN_LOG2E / sqrtf((float)HD);
+    const long tiles = (long)Hq * B * cdiv(T, L::BM);
+    const int ctas = (int)(tiles < ge_num_sms() ? tiles : ge_num_sms()); /* one per SM, persistent */
     static bool smem_set;
     attn_set_smem(attn_fwd_kernel<HD>, L::kSmem, smem_set);
-    attn_fwd_kernel<HD><<<dim3(Hq, B, cdiv(T, L::BM)), ATTN_THREADS, L::kSmem, cuda_stream()>>>(p);
+    attn_fwd_kernel<HD><<<ctas, ATTN_THREADS, L::kSmem, cuda_stream()>>>(p);
     LAUNCH_CHECK("attn_fwd_kernel");
 }
 

@@ -177,11 +177,36 @@ __device__ __forceinline__ void attn_wgmma_wait(float *d) {
     for (int i = 0; i < N; i++) reg_fence(d[i]);
 }
 
+/* attn_wgmma_wait, placed after the values a and b are computed: a branch on their bits (never all ones for the
+ * non-negative sums it is given) ends the instruction scheduler's block there, so it cannot hoist the wait above
+ * them. Without it the scheduler, counting the wait as cheap, moves it up to the top of the softmax that is meant
+ * to run while the wgmmas complete. */
+template <int N>
+__device__ __forceinline__ void attn_wgmma_wait_after(float *d, float a, float b) {
+    if ((__float_as_uint(a) & __float_as_uint(b)) == 0xffffffffu) __trap();
+    attn_wgmma_wait<N>(d);
+}
+
+/* Pins a 32-bit register's value at this point of the program (reg_fence for packed operands). */
+__device__ __forceinline__ void reg_fence_u32(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
+
 /* 2^x, the SFU's approximation (flushes denormals; 2^-inf = 0). */
 __device__ __forceinline__ float attn_exp2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
     return y;
+}
+
+/* 2^x on the FMA and integer units instead of the SFU, for x <= 0: x = n + f with n = round(x) (by the 1.5 * 2^23
+ * rounding trick) and f in [-1/2, 1/2], 2^f by a cubic fitted for relative error (at most 1.02e-4, under a bf16
+ * rounding's), and n added to its exponent bits. x < -125 gives 0 (the SFU's ftz gives 0 below -126). */
+__device__ __forceinline__ float attn_exp2_fma(float x) {
+    const float xc = fmaxf(x, -125.0f);
+    const float t = xc + 12582912.0f; /* 1.5 * 2^23: round(xc) in the low mantissa bits */
+    const float f = xc - (t - 12582912.0f);
+    const float p = fmaf(fmaf(fmaf(0.05500893f, f, 0.24221098f), f, 0.69328290f), f, 1.0f);
+    const float y = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+    return x < -125.0f ? 0.0f : y;
 }
 
 __device__ __forceinline__ uint32_t attn_pack_bf16(float lo, float hi) {
