@@ -22,6 +22,14 @@ const char *cudaf_shape_note(const KernelShapes *s);
 
 /* fused_workspace_plan.cu: the fused table's workspace_bytes */
 size_t cudaf_workspace_bytes(const KernelShapes *s);
+
+/* Whether a fused op takes a call, from its dimensions (else it runs the unfused op, and needs what that needs):
+ * TMA takes rows of a multiple of 8 elements, the RoPE program a power-of-two head dim. */
+static inline int fused_dim_ok(int n) { return n % 8 == 0; }
+static inline int fused_head_dim_ok(int hd) { return hd > 0 && (hd & (hd - 1)) == 0; }
+
+/* fused_kernels.cu: the table's workspace_of (kernels.h) */
+void cudaf_workspace_of(const KernelCall *c, KernelNeed *need);
 /* The workspace each op asks of cuda_workspace, in bytes (the unfused op's where the shape falls back to it), for
  * cudaf_workspace_bytes. dw: scaled (a column scale), sq_written (overwriting dW with its sum of squares). The LM
  * head's also says what it holds beyond the workspace (*held: the unfused op's gradient). */
