@@ -55,7 +55,6 @@ static inline size_t size_max(size_t a, size_t b) { return a > b ? a : b; }
  * Hq query and Hkv key/value heads of hd, vocabulary V. */
 typedef struct KernelShapes {
     int B, T, D, F, Hq, Hkv, hd, V;
-    size_t n_params; /* TEMPORARY: the old planners' */
 } KernelShapes;
 
 /* ---- what an operation needs of the backend's memory (for the memory preflight) ----
@@ -266,7 +265,6 @@ typedef struct Kernels {
      * functions that the operations themselves allocate with. (An operation that cannot get its scratch stops the
      * program with a message and exit status 1: it has no error path.) */
     void (*workspace_of)(const KernelCall *call, KernelNeed *need);
-    size_t (*workspace_bytes)(const KernelShapes *s);
 
     /* The backend memory that can still be allocated (the GPU's free memory; the host's available memory within the
      * process's cgroup limits), or SIZE_MAX when it cannot be known. */

@@ -176,7 +176,7 @@ static void buffer_sizes(Model *m, size_t bytes[N_BUFS]) {
 static KernelShapes kernel_shapes(const Model *m) {
     const ModelConfig *c = &m->cfg;
     return (KernelShapes){m->B, m->T, c->hidden_size, c->intermediate_size, c->num_attention_heads,
-                          c->num_key_value_heads, c->head_dim, c->vocab_size, m->table.n_params};
+                          c->num_key_value_heads, c->head_dim, c->vocab_size};
 }
 
 /* m's fields before any buffer: the config, the backend, the batch, the parameter table and the layers' views.

@@ -13,7 +13,7 @@
 
 static inline int cpu_min(int a, int b) { return a < b ? a : b; }
 
-/* ---- memory (cpu_memory.c, cpu_workspace.c, cpu_available.c) ---- */
+/* ---- memory (cpu_memory.c, cpu_available.c) ---- */
 
 /* Scratch of an op, counted with the backend's buffers and freed with cpu_free. An op has no error path: when the
  * host has no more memory, this stops the program with a message and exit status 1. */
@@ -39,9 +39,6 @@ static inline size_t cpu_attention_row_bytes(size_t T) { return size_mul(T, size
 static inline size_t cpu_norm_backward_bytes(size_t M, size_t K, size_t threads) {
     return size_add(cpu_block_sums_bytes(M, K), size_mul(threads, cpu_block_rows_bytes(K)));
 }
-
-/* The most scratch the ops hold at once for a model of these shapes (kernels.h workspace_bytes). */
-size_t cpu_workspace_bytes(const KernelShapes *s);
 
 /* The host memory this process can still allocate: MemAvailable of proc_root/meminfo (sysconf where it is missing),
  * lowered to the room left under the memory limit of the process's cgroup and each of its parents (cgroup v2 or

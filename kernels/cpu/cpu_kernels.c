@@ -73,7 +73,6 @@ const Kernels kernels_cpu = {
     .adamw = cpu_adamw,
 
     .workspace_of = cpu_workspace_of,
-    .workspace_bytes = cpu_workspace_bytes,
     .available_bytes = cpu_available_bytes,
     .peak_bytes = cpu_peak_bytes,
 };

@@ -190,10 +190,6 @@ size_t cuda_lm_head_grad_bytes(size_t M, size_t V);             /* cuda_lm_head_
 size_t cuda_sum_scratch_bytes(void);                            /* the sums' partials, held */
 /* the attention backward's; with_tail: the fused table's, with the RoPE backward's row partials */
 size_t cuda_attention_backward_workspace(size_t B, size_t T, size_t Hq, size_t Hkv, int with_tail);
-/* A table's workspace_bytes from its largest request `ask` and the buffers it holds besides (`held`): adds the
- * weight copies' staging (to the requests), the workspace's rounding and what both tables hold (the sums'
- * scratch). */
-size_t cuda_plan_total(size_t ask, size_t held);
 
 /* cuda_gemm_cublas.cu: row-major GEMMs on bf16 operands with fp32 accumulation (kernels.h's conventions). */
 /* Y[M,N] (bf16, row stride ldy) = alpha * X[M,K] . W[N,K]^T + beta * Y. */

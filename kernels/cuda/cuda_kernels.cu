@@ -94,7 +94,6 @@ extern "C" const Kernels kernels_cuda = {
     .adamw = cuda_adamw,
 
     .workspace_of = cuda_workspace_of,
-    .workspace_bytes = cuda_workspace_bytes,
     .available_bytes = cuda_available_bytes,
     .peak_bytes = cuda_peak_bytes,
     .device_name = cuda_device_name,
