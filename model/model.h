@@ -112,8 +112,9 @@ typedef struct Model {
  * backend's memory cannot hold a buffer). */
 int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen);
 /* model_create's backend buffers and the views into them only, without its host buffers (a batch's staging, the
- * statistics read back) and the RoPE tables' values: what model_workspace's dry run makes on a recording table, on
- * which the functions on loaded batches (the *_batch ones) and the optimizer's run. */
+ * statistics read back) and the RoPE tables' values: what model_workspace's dry run makes on a recording table. On
+ * it run only what loads and reads back nothing: the functions of a loaded batch (model_*_batch), the gradients'
+ * and the optimizer's queues, model_last_logits. */
 int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen);
 
 /* The backend memory of a model, by kind, in bytes (saturating at SIZE_MAX for configs beyond any machine). */
