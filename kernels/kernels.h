@@ -51,13 +51,38 @@ static inline size_t size_mul(size_t a, size_t b) { return a && b > SIZE_MAX / a
 static inline size_t size_add(size_t a, size_t b) { return b > SIZE_MAX - a ? SIZE_MAX : a + b; }
 static inline size_t size_max(size_t a, size_t b) { return a > b ? a : b; }
 
-/* The shapes with which model.c's schedule calls the operations, for workspace_bytes: micro-batches of B sequences
- * of T tokens (M = B*T rows), width D, SwiGLU width F, Hq query and Hkv key/value heads of hd, vocabulary V, and
- * n_params parameters in all (the longest buffer that sum_squares goes over). */
+/* A model's dimensions, for a table's shape_note: micro-batches of B sequences of T tokens, width D, SwiGLU width F,
+ * Hq query and Hkv key/value heads of hd, vocabulary V. */
 typedef struct KernelShapes {
     int B, T, D, F, Hq, Hkv, hd, V;
-    size_t n_params;
 } KernelShapes;
+
+/* ---- what an operation needs of the backend's memory (for the memory preflight) ----
+ * One call of an operation as the workspace sizes see it: which operation, its dimensions named as in its signature
+ * (those it lacks 0), and which of its optional pointers are given. model_memory runs model.c's schedule through
+ * a recording table (kernels_recording) that describes each call so. */
+typedef enum KernelOp {
+    KOP_ACT_FROM_F32, KOP_ACT_TO_F32, KOP_EMBED_NORM, KOP_GEMM_RESIDUAL_NORM, KOP_GEMM_ROPE, KOP_GEMM_SWIGLU,
+    KOP_GEMM_ROWSCALE, KOP_ATTENTION_FORWARD, KOP_KV_CACHE_APPEND, KOP_ATTENTION_CACHED, KOP_LM_HEAD_LOSS,
+    KOP_LM_HEAD_TRAIN, KOP_GEMM_NORM_BACKWARD, KOP_GEMM_SWIGLU_BACKWARD, KOP_GEMM_DX, KOP_GEMM_DW,
+    KOP_ATTENTION_BACKWARD, KOP_EMBED_BACKWARD, KOP_SUM_SQUARES, KOP_SUM, KOP_CLIP_SCALE, KOP_ADAMW
+} KernelOp;
+
+typedef struct KernelCall {
+    KernelOp op;
+    int M, N, K, D, F, V, B, T, Hq, Hkv, hd, pos0, n_rope_cols, accumulate;
+    size_t n;
+    int col_scale, sq, r; /* gemm_dw's col_scale and sq, attention_backward's r: 1 when given (not NULL) */
+} KernelCall;
+
+/* What a call needs beyond its arguments: scratch held only while it runs (what the backend's scratch holds after
+ * the request), and buffers the backend keeps from the call on, each in a slot of the backend's own numbering
+ * (the same buffer in the same slot), grown to the largest call's. */
+enum { KERNELS_HELD_SLOTS = 4 };
+typedef struct KernelNeed {
+    size_t scratch;
+    size_t held[KERNELS_HELD_SLOTS];
+} KernelNeed;
 
 /* Token groups: the rows of a micro-batch grouped by token id, made on the host beside the batch
  * (token_groups_build) and copied to backend memory with it, so that no operation has to bring ids back to group
@@ -235,12 +260,11 @@ typedef struct Kernels {
 
     /* ---- memory: the preflight and reporting ---- */
 
-    /* The most backend memory that the operations hold beyond their arguments at any moment (their scratch, the
-     * backend's workspaces and the buffers it keeps, a library's workspace), over the calls of model.c's schedule
-     * for a model of these shapes: training steps with and without gradient accumulation, evaluation, sampling, and
-     * the weight copies of the init, import and resume. (An operation that cannot get its scratch stops the program
-     * with a message and exit status 1: it has no error path.) Saturates at SIZE_MAX. */
-    size_t (*workspace_bytes)(const KernelShapes *s);
+    /* What one call of an operation of this table needs of the backend's memory beyond its arguments (its scratch,
+     * the backend's workspaces and the buffers it keeps, a library's workspace), saturating at SIZE_MAX: the size
+     * functions that the operations themselves allocate with. (An operation that cannot get its scratch stops the
+     * program with a message and exit status 1: it has no error path.) */
+    void (*workspace_of)(const KernelCall *call, KernelNeed *need);
 
     /* The backend memory that can still be allocated (the GPU's free memory; the host's available memory within the
      * process's cgroup limits), or SIZE_MAX when it cannot be known. */
@@ -254,6 +278,20 @@ typedef struct Kernels {
      * that runs on no GPU (the CPU). */
     const char *(*device_name)(void);
 } Kernels;
+
+/* The recording table of a table `of`: its operations run nothing and touch no memory (alloc returns a pointer that
+ * nothing may read or write; it has no host_alloc, no capture, no memory counts), and each call asks of.workspace_of
+ * what the call needs and keeps in *rec the most scratch and each held buffer at its largest. One recording at a
+ * time per thread: the table records into the rec of this thread's latest kernels_recording. */
+typedef struct KernelsRecord {
+    const struct Kernels *of;
+    size_t scratch;
+    size_t held[KERNELS_HELD_SLOTS];
+} KernelsRecord;
+Kernels kernels_recording(KernelsRecord *rec, const Kernels *of);
+/* The backend memory the recorded calls need beyond their arguments at most: the largest scratch and the held
+ * buffers (saturating). */
+size_t kernels_recorded_bytes(const KernelsRecord *rec);
 
 extern const Kernels kernels_cpu;
 #ifdef WITH_CUDA

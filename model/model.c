@@ -176,7 +176,7 @@ static void buffer_sizes(Model *m, size_t bytes[N_BUFS]) {
 static KernelShapes kernel_shapes(const Model *m) {
     const ModelConfig *c = &m->cfg;
     return (KernelShapes){m->B, m->T, c->hidden_size, c->intermediate_size, c->num_attention_heads,
-                          c->num_key_value_heads, c->head_dim, c->vocab_size, m->table.n_params};
+                          c->num_key_value_heads, c->head_dim, c->vocab_size};
 }
 
 /* m's fields before any buffer: the config, the backend, the batch, the parameter table and the layers' views.
@@ -198,16 +198,14 @@ const char *model_backend_note(const Model *m) {
 
 int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMemory *mem) {
     Model m;
-    const int rc = model_begin(&m, cfg, k, B, T);
+    const int rc = model_begin(&m, cfg, k, B, T) || model_workspace(cfg, k, B, T, &mem->workspace) ? -1 : 0;
     if (rc == 0) {
         size_t bytes[N_BUFS];
         buffer_sizes(&m, bytes);
-        const KernelShapes shapes = kernel_shapes(&m);
         mem->params = size_add(bytes[BUF_MASTER], bytes[BUF_WEIGHTS]);
         mem->grads = size_add(bytes[BUF_GRADS], bytes[BUF_STATS]);
         mem->adam = size_add(bytes[BUF_ADAM_M], bytes[BUF_ADAM_V]);
         mem->activations = bytes[BUF_ARENA];
-        mem->workspace = k->workspace_bytes(&shapes);
         mem->n_params = m.table.n_params;
         mem->total = size_add(size_add(size_add(mem->params, mem->grads), size_add(mem->adam, mem->activations)),
                               mem->workspace);
@@ -289,7 +287,7 @@ static int plan_accumulated_runs(Model *m) {
     return 0;
 }
 
-int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen) {
+int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen) {
     if (model_begin(m, cfg, k, B, T)) {
         snprintf(err, errlen, "out of host memory for the model tables");
         model_destroy(m);
@@ -316,15 +314,25 @@ int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int 
     m->adam_v = buf[BUF_ADAM_V];
     m->arena = buf[BUF_ARENA];
     plan_arena(m, m->arena);
-    m->host_batch = malloc(size_mul(token_groups_ints((size_t)B * T) + (size_t)B * T, sizeof(int32_t)));
-    m->host_count = malloc(((size_t)cfg->vocab_size + 1) * sizeof(int32_t));
-    m->host_stats = malloc(stats_count(m) * sizeof(double));
-    if (!m->host_batch || !m->host_count || !m->host_stats || plan_accumulated_runs(m) || upload_rope_tables(m)) {
+    if (plan_accumulated_runs(m)) {
         snprintf(err, errlen, "out of host memory");
         model_destroy(m);
         return -1;
     }
     m->grad_sq = m->stats + 1 + m->n_acc_runs;
+    return 0;
+}
+
+int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen) {
+    if (model_create_views(m, cfg, k, B, T, err, errlen)) return -1;
+    m->host_batch = malloc(size_mul(token_groups_ints((size_t)B * T) + (size_t)B * T, sizeof(int32_t)));
+    m->host_count = malloc(((size_t)cfg->vocab_size + 1) * sizeof(int32_t));
+    m->host_stats = malloc(stats_count(m) * sizeof(double));
+    if (!m->host_batch || !m->host_count || !m->host_stats || upload_rope_tables(m)) {
+        snprintf(err, errlen, "out of host memory");
+        model_destroy(m);
+        return -1;
+    }
     return 0;
 }
 
@@ -484,7 +492,11 @@ void model_forward_batch(Model *m, const ModelBatch *b, int B, int T) { forward_
 
 void model_decode(Model *m, KvCache *cache, const int32_t *tokens, int n, float *logits) {
     model_batch_load(m, &m->batch, tokens, NULL, n);
-    forward_rows(m, &m->batch, 1, n, cache);
+    model_decode_batch(m, &m->batch, cache, n, logits);
+}
+
+void model_decode_batch(Model *m, const ModelBatch *b, KvCache *cache, int n, float *logits) {
+    forward_rows(m, b, 1, n, cache);
     model_last_logits(m, 1, n, logits);
 }
 

@@ -111,6 +111,11 @@ typedef struct Model {
 /* Allocates everything for micro-batches of up to B sequences of T tokens. Returns 0, or -1 with a message (the
  * backend's memory cannot hold a buffer). */
 int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen);
+/* model_create's backend buffers and the views into them only, without its host buffers (a batch's staging, the
+ * statistics read back) and the RoPE tables' values: what model_workspace's dry run makes on a recording table. On
+ * it run only what loads and reads back nothing: the functions of a loaded batch (model_*_batch), the gradients'
+ * and the optimizer's queues, model_last_logits. */
+int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen);
 
 /* The backend memory of a model, by kind, in bytes (saturating at SIZE_MAX for configs beyond any machine). */
 typedef struct ModelMemory {
@@ -118,7 +123,7 @@ typedef struct ModelMemory {
     size_t grads;       /* fp32 gradients and the per-layer sums of squares */
     size_t adam;        /* AdamW's m and v */
     size_t activations; /* the activation arena */
-    size_t workspace;   /* the backend's own (Kernels.workspace_bytes) */
+    size_t workspace;   /* the backend's own (model_workspace) */
     size_t total;
     size_t n_params;    /* the parameters (what the checkpoint snapshot beside the model holds 3 x 4 bytes of) */
 } ModelMemory;
@@ -127,9 +132,15 @@ typedef struct ModelMemory {
 const char *model_backend_note(const Model *m);
 
 /* The memory preflight: what model_create(cfg, k, B, T) allocates on the backend, from the same list of buffers
- * that model_create allocates, and the backend's workspace for the model's shapes; nothing of the backend is
- * allocated. Returns 0, or -1 when the host cannot hold the model's tables. */
+ * that model_create allocates, and the backend's workspace (model_workspace); nothing of the backend is allocated.
+ * Returns 0, or -1 when the host cannot hold the model's tables. */
 int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMemory *mem);
+/* The most backend memory that k's operations hold beyond their arguments at any moment of a run of this model
+ * (model/dry_run.c): the model made and every path of a run taken (training steps with and without gradient
+ * accumulation, evaluation, sampling, the weight copies) on k's recording table, which allocates and computes
+ * nothing and asks k what each call needs (Kernels.workspace_of). SIZE_MAX for more than INT_MAX rows. Returns 0, or
+ * -1 when the host cannot hold the model's tables. */
+int model_workspace(const ModelConfig *cfg, const Kernels *k, int B, int T, size_t *bytes);
 void model_destroy(Model *m);
 
 /* The documented init: every matrix element ~ N(0, initializer_range) (the normal number of index = the element's
@@ -189,6 +200,8 @@ void *kv_cache_values(const KvCache *cache, int l);
  * the logits of the last into host logits[V]. With an empty cache this is model_forward of one sequence of n
  * tokens (the prefill); then one token at a time. Needs cache->len + n <= cache->capacity and n <= m->B * m->T. */
 void model_decode(Model *m, KvCache *cache, const int32_t *tokens, int n, float *logits);
+/* The same on n tokens loaded into b (model_batch_load). */
+void model_decode_batch(Model *m, const ModelBatch *b, KvCache *cache, int n, float *logits);
 
 /* Starts an optimizer step's gradients: zeroes every gradient that the backward adds to (all but the block weights',
  * which the MICRO_FIRST backward writes). */

@@ -1,6 +1,7 @@
 /* test_memory.c: the memory preflight on the CPU. model_memory's estimate against the bytes the CPU backend really
  * allocates (its counting allocator: buffers and every op's scratch) for shapes where different ops need the most
- * scratch, with 1, 2 and 3 threads (memory_check.h); a config beyond any machine saturates instead of wrapping around;
+ * scratch, with 1, 2 and 3 threads (memory_check.h); the workspace of the schedule's dry run against the one worked
+ * out by hand from the schedule; a config beyond any machine saturates instead of wrapping around;
  * and the host's available memory read from MemAvailable and the cgroup limits (v2 and v1, with parents and page
  * cache) of fake /proc and /sys/fs/cgroup trees. */
 #include <omp.h>
@@ -40,13 +41,55 @@ static int test_estimates(void) {
     return failed;
 }
 
+/* The CPU's workspace as worked out by hand from the schedule (model.c), for the dry run to meet: every norm backward
+ * has K = D (the block's two, and the final norm's in lm_head_train, which holds the whole [M, V] gradient and c
+ * while its rows of logits and then that norm backward run); the SwiGLU backward's rows of F; a column-scaled weight
+ * gradient's rows of D; the attention's scores of T keys; the sum of squares of the whole gradient. */
+static size_t cpu_workspace_by_hand(const ModelConfig *c, int B, int T, size_t n_params, size_t threads) {
+    const size_t M = (size_t)B * T, D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
+    const size_t norm_backward = cpu_block_sums_bytes(M, D) + threads * cpu_block_rows_bytes(D);
+    const size_t lm_rows = threads * cpu_block_rows_bytes(V);
+    size_t most = cpu_lm_grad_bytes(M, V) + cpu_lm_c_bytes(M) + (lm_rows > norm_backward ? lm_rows : norm_backward);
+    const size_t others[] = {threads * cpu_block_rows_bytes(F), threads * cpu_block_rows_bytes(D),
+                             threads * cpu_attention_row_bytes((size_t)T), cpu_sum_squares_bytes(n_params)};
+    for (int i = 0; i < 4; i++) most = others[i] > most ? others[i] : most;
+    return most;
+}
+
+static void test_workspace_by_hand(void) {
+    const struct {
+        ModelConfig c;
+        int B, T;
+    } cases[] = {
+        {memory_case_config(128, 384, 4, 4, 2, 32, 256, 1), 8, 256},       /* configs/llama3_tiny.json */
+        {memory_case_config(24, 40, 2, 4, 2, 6, 37, 0), 3, 5},
+        {memory_case_config(16, 24, 1, 2, 1, 8, 5000, 1), 2, 16},
+        {memory_case_config(8, 20000, 1, 2, 2, 4, 2, 1), 1, 1},            /* the SwiGLU backward's rows */
+        {memory_case_config(8, 8, 1, 1, 1, 2, 2, 1), 1, 3000},
+        {memory_case_config(2048, 8192, 16, 32, 8, 64, 128256, 1), 1, 2048}, /* configs/llama3_1b.json's shape */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        for (int threads = 1; threads <= 3; threads++) {
+            omp_set_num_threads(threads);
+            const ModelConfig *c = &cases[i].c;
+            ModelMemory mem;
+            const int rc = model_memory(c, &kernels_cpu, cases[i].B, cases[i].T, &mem);
+            const size_t want = cpu_workspace_by_hand(c, cases[i].B, cases[i].T, mem.n_params, (size_t)threads);
+            CHECK(rc == 0 && mem.workspace == want, "D %d F %d V %d, %d x %d, %d threads: the dry run's workspace %zu "
+                  "bytes is the one worked out by hand, %zu", c->hidden_size, c->intermediate_size, c->vocab_size,
+                  cases[i].B, cases[i].T, threads, mem.workspace, want);
+        }
+}
+
 static void test_saturation(void) {
     /* the largest widths, layers, vocabulary and batch that the config's ranges allow */
     const ModelConfig c = memory_case_config(1 << 16, 1 << 20, 1024, 32, 8, 1024, 1 << 24, 0);
     ModelMemory mem;
     CHECK(model_memory(&c, &kernels_cpu, 1 << 20, 1 << 11, &mem) == 0 && mem.total == SIZE_MAX &&
-              mem.activations == SIZE_MAX && mem.params == (size_t)config_num_parameters(&c) * 8,
-          "a config beyond any machine: the estimate saturates at SIZE_MAX (params %zu bytes exact)", mem.params);
+              mem.activations == SIZE_MAX && mem.workspace == SIZE_MAX &&
+              mem.params == (size_t)config_num_parameters(&c) * 8,
+          "a config beyond any machine: the estimate saturates at SIZE_MAX (params %zu bytes exact; more than INT_MAX "
+          "rows: no dry run, the workspace SIZE_MAX)", mem.params);
     const ModelConfig issue = memory_case_config(4096, 384, 4, 32, 8, 128, 1 << 24, 1);
     CHECK(model_memory(&issue, &kernels_cpu, 8, 256, &mem) == 0 && mem.params == (size_t)config_num_parameters(&issue) * 8 &&
               mem.adam == mem.params && mem.grads > mem.params / 2 && mem.grads - mem.params / 2 < 4096 &&
@@ -122,6 +165,7 @@ static void test_available(void) {
 
 int main(void) {
     const int failed = test_estimates();
+    test_workspace_by_hand();
     test_saturation();
     test_available();
     const int rc = test_summary();

@@ -13,13 +13,14 @@
 
 static inline int cpu_min(int a, int b) { return a < b ? a : b; }
 
-/* ---- memory (cpu_memory.c, cpu_workspace.c, cpu_available.c) ---- */
+/* ---- memory (cpu_memory.c, cpu_available.c) ---- */
 
 /* Scratch of an op, counted with the backend's buffers and freed with cpu_free. An op has no error path: when the
  * host has no more memory, this stops the program with a message and exit status 1. */
 void *cpu_scratch(size_t bytes);
 
-/* The scratch sizes of the ops, in bytes: the ops allocate with these, and cpu_workspace_bytes adds them up. */
+/* The scratch sizes of the ops, in bytes: the ops allocate with these, and cpu_kernels.c's workspace_of says from
+ * them what a call holds. */
 /* one thread's rows of a row block: CPU_ROW_BLOCK rows of cols floats */
 static inline size_t cpu_block_rows_bytes(size_t cols) { return size_mul(CPU_ROW_BLOCK * sizeof(float), cols); }
 /* gemm_norm_backward's dgamma partials: K doubles per block of CPU_ROW_BLOCK of the M rows */
@@ -34,9 +35,10 @@ static inline size_t cpu_lm_c_bytes(size_t M) { return size_mul(M > 0 ? M : 1, s
 size_t cpu_sum_squares_bytes(size_t n);
 /* attention_forward's and attention_cached's scores of one query: T floats per thread (the keys it sees) */
 static inline size_t cpu_attention_row_bytes(size_t T) { return size_mul(T, sizeof(float)); }
-
-/* The most scratch the ops hold at once for a model of these shapes (kernels.h workspace_bytes). */
-size_t cpu_workspace_bytes(const KernelShapes *s);
+/* gemm_norm_backward's scratch with `threads` threads: the dgamma partials and each thread's rows of G */
+static inline size_t cpu_norm_backward_bytes(size_t M, size_t K, size_t threads) {
+    return size_add(cpu_block_sums_bytes(M, K), size_mul(threads, cpu_block_rows_bytes(K)));
+}
 
 /* The host memory this process can still allocate: MemAvailable of proc_root/meminfo (sysconf where it is missing),
  * lowered to the room left under the memory limit of the process's cgroup and each of its parents (cgroup v2 or

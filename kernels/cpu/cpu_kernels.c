@@ -1,6 +1,37 @@
-/* cpu_kernels.c: the CPU backend's operation table (plain fp32 C with OpenMP). */
+/* cpu_kernels.c: the CPU backend's operation table (plain fp32 C with OpenMP), and what each of its calls needs of
+ * scratch. */
+#include <omp.h>
+
 #include "kernels/cpu/cpu_internal.h"
 #include "kernels/kernels.h"
+
+/* The most scratch a call holds at once, from the sizes the op allocates with (cpu_internal.h): a parallel region
+ * holds one buffer per thread; nothing outlives its call, so nothing is held. */
+static void cpu_workspace_of(const KernelCall *c, KernelNeed *need) {
+    const size_t threads = (size_t)omp_get_max_threads();
+    const size_t M = (size_t)c->M, K = (size_t)c->K;
+    switch (c->op) {
+    case KOP_ATTENTION_FORWARD: need->scratch = size_mul(threads, cpu_attention_row_bytes((size_t)c->T)); break;
+    case KOP_ATTENTION_CACHED:
+        need->scratch = size_mul(threads, cpu_attention_row_bytes((size_t)c->pos0 + M));
+        break;
+    case KOP_LM_HEAD_LOSS: need->scratch = size_mul(threads, cpu_block_rows_bytes((size_t)c->V)); break;
+    case KOP_LM_HEAD_TRAIN: /* the whole gradient and c, held while its rows and then its norm backward run */
+        need->scratch = size_add(size_add(cpu_lm_grad_bytes(M, (size_t)c->V), cpu_lm_c_bytes(M)),
+                                 size_max(size_mul(threads, cpu_block_rows_bytes((size_t)c->V)),
+                                          cpu_norm_backward_bytes(M, K, threads)));
+        break;
+    case KOP_GEMM_NORM_BACKWARD: need->scratch = cpu_norm_backward_bytes(M, K, threads); break;
+    case KOP_GEMM_SWIGLU_BACKWARD: need->scratch = size_mul(threads, cpu_block_rows_bytes((size_t)c->F)); break;
+    case KOP_GEMM_DW: /* a column scale's rows, freed before the sum of squares */
+        need->scratch = size_max(c->col_scale ? size_mul(threads, cpu_block_rows_bytes(K)) : 0,
+                                 c->sq ? cpu_sum_squares_bytes(size_mul((size_t)c->N, K)) : 0);
+        break;
+    case KOP_SUM_SQUARES:
+    case KOP_SUM: need->scratch = cpu_sum_squares_bytes(c->n); break;
+    default: break; /* no scratch */
+    }
+}
 
 const Kernels kernels_cpu = {
     .name = "cpu",
@@ -41,7 +72,7 @@ const Kernels kernels_cpu = {
     .clip_scale = cpu_clip_scale,
     .adamw = cpu_adamw,
 
-    .workspace_bytes = cpu_workspace_bytes,
+    .workspace_of = cpu_workspace_of,
     .available_bytes = cpu_available_bytes,
     .peak_bytes = cpu_peak_bytes,
 };

@@ -175,8 +175,11 @@ void *cuda_workspace(size_t bytes);
 /* The captured steps that exist (+1 when one is captured, -1 when it is freed), which keep the workspace's address. */
 void cuda_workspace_graphs(int delta);
 
-/* The device memory the ops take, in bytes, for the memory preflight: each op asks with its function here, and
- * cuda_workspace_plan.cu (fused/fused_workspace_plan.cu) adds them up for a model's shapes. Saturating. */
+/* The device memory the ops take, in bytes, for the memory preflight: each op asks with its function here, and the
+ * tables' workspace_of (cuda_kernels.cu, fused/fused_kernels.cu) say from them what a call needs. Saturating. */
+/* The buffers the backend keeps (KernelNeed.held's slots): cuBLAS's workspace, the unfused LM head's gradient, the
+ * sums' partials. */
+enum { CUDA_HELD_BLAS, CUDA_HELD_LM_GRAD, CUDA_HELD_SUMS };
 size_t cuda_workspace_rounded(size_t bytes);  /* what cuda_workspace holds after a request of bytes */
 size_t cuda_blas_workspace_bytes(void);       /* cuBLAS's, held from its first GEMM on */
 size_t cuda_convert_workspace_bytes(void);    /* act_from_f32's and act_to_f32's staging */
@@ -187,10 +190,6 @@ size_t cuda_lm_head_grad_bytes(size_t M, size_t V);             /* cuda_lm_head_
 size_t cuda_sum_scratch_bytes(void);                            /* the sums' partials, held */
 /* the attention backward's; with_tail: the fused table's, with the RoPE backward's row partials */
 size_t cuda_attention_backward_workspace(size_t B, size_t T, size_t Hq, size_t Hkv, int with_tail);
-/* A table's workspace_bytes from its largest request `ask` and the buffers it holds besides (`held`): adds the
- * weight copies' staging (to the requests), the workspace's rounding and what both tables hold (the sums'
- * scratch). */
-size_t cuda_plan_total(size_t ask, size_t held);
 
 /* cuda_gemm_cublas.cu: row-major GEMMs on bf16 operands with fp32 accumulation (kernels.h's conventions). */
 /* Y[M,N] (bf16, row stride ldy) = alpha * X[M,K] . W[N,K]^T + beta * Y. */

@@ -28,8 +28,8 @@ size_t cuda_untracked_reserve_bytes(void);
 size_t cuda_peak_bytes(void);
 const char *cuda_device_name(void); /* the current device's name, read once */
 
-/* cuda_workspace_plan.cu */
-size_t cuda_workspace_bytes(const KernelShapes *s);
+/* cuda_kernels.cu: the table's workspace_of (kernels.h) */
+void cuda_workspace_of(const KernelCall *c, KernelNeed *need);
 
 /* cuda_norm.cu */
 void cuda_embed_norm(const int32_t *tokens, const void *E, const float *gamma, float eps, void *x, void *O, float *r,

@@ -71,26 +71,20 @@ extern "C" void fused_norm_backward(const void *dZ, long ldz, const void *W, con
     cuda_column_sum_add(part, cdiv(M, GE_BM), dgamma, K);
 }
 
-static bool both_multiples_of_8(int a, int b) { return a % 8 == 0 && b % 8 == 0; }
-
 /* the dgamma partials [ceil(M/128), K] */
-static size_t norm_backward_parts_bytes(size_t M, int K) {
+size_t cudaf_norm_backward_workspace(size_t M, int K) {
     return size_mul((M + GE_BM - 1) / GE_BM, (size_t)K * sizeof(float));
-}
-
-size_t cudaf_norm_backward_workspace(size_t M, int N, int K) {
-    return both_multiples_of_8(N, K) ? norm_backward_parts_bytes(M, K) : cuda_norm_backward_workspace(M, K);
 }
 
 extern "C" void cudaf_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r,
                                          const float *c, const void *x, void *dres, float *dgamma, int accumulate,
                                          int M, int N, int K) {
     if (M <= 0) return;
-    if (!both_multiples_of_8(N, K)) {
+    if (!(fused_dim_ok(N) && fused_dim_ok(K))) {
         cuda_gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K);
         return;
     }
-    float *part = (float *)cuda_workspace(cudaf_norm_backward_workspace(M, N, K));
+    float *part = (float *)cuda_workspace(cudaf_norm_backward_workspace(M, K));
     fused_norm_backward(dZ, N, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K, part, NULL, NULL, NULL);
 }
 
@@ -108,20 +102,20 @@ static void swiglu_backward_run(const void *dY, const void *W_down, const void *
     ge_run<FusedSwiGLUBwd<BN>, GE_AB, BN, GE_COOP>(dY, D, W_down, F, M, F, D, p, cuda_stream());
 }
 
-/* the row partials of c; the unfused op takes no workspace */
-size_t cudaf_swiglu_backward_workspace(size_t M, int D, int F) {
-    return both_multiples_of_8(D, F) ? size_mul(size_mul(M, ge_row_parts(F)), sizeof(float)) : 0;
+/* the row partials of c */
+size_t cudaf_swiglu_backward_workspace(size_t M, int F) {
+    return size_mul(size_mul(M, ge_row_parts(F)), sizeof(float));
 }
 
 extern "C" void cudaf_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r,
                                            void *dZ, float *c, void *act, int M, int D, int F) {
     if (M <= 0) return;
-    if (!both_multiples_of_8(D, F)) {
+    if (!(fused_dim_ok(D) && fused_dim_ok(F))) {
         cuda_gemm_swiglu_backward(dY, W_down, Z, r, dZ, c, act, M, D, F);
         return;
     }
     const int nparts = ge_row_parts(F);
-    float *part = (float *)cuda_workspace(cudaf_swiglu_backward_workspace(M, D, F));
+    float *part = (float *)cuda_workspace(cudaf_swiglu_backward_workspace(M, F));
     if (ge_pick(GE_COOP_ONLY, M, F, D) == GE_SCHED_COOP256)
         swiglu_backward_run<256>(dY, W_down, Z, r, dZ, act, part, nparts, M, D, F);
     else
@@ -130,7 +124,7 @@ extern "C" void cudaf_gemm_swiglu_backward(const void *dY, const void *W_down, c
 }
 
 extern "C" void cudaf_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K) {
-    if (N % 8 || K % 8) {
+    if (!(fused_dim_ok(N) && fused_dim_ok(K))) {
         cuda_gemm_dx(dY, W, dX, M, N, K);
         return;
     }
@@ -164,15 +158,12 @@ static void dw_sched(const void *dY, const void *X, const float *col_scale, floa
 /* the row partials of the sum of squares (when it overwrites dW and sums) */
 static size_t dw_parts_bytes(int N, int K) { return size_mul(size_mul(N, ge_row_parts(K)), sizeof(float)); }
 
-size_t cudaf_dw_workspace(size_t M, int N, int K, int scaled, int sq_written) {
-    if (!both_multiples_of_8(N, K)) return scaled ? cuda_dw_scaled_workspace(M, K) : 0;
-    return sq_written ? dw_parts_bytes(N, K) : 0;
-}
+size_t cudaf_dw_workspace(int N, int K, int accumulate, int sq) { return !accumulate && sq ? dw_parts_bytes(N, K) : 0; }
 
 /* Overwriting, the sum of squares comes from the epilogue's row partials; accumulating, from a pass over dW. */
 extern "C" void cudaf_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate,
                               double *sq, int M, int N, int K) {
-    if (!both_multiples_of_8(N, K) || M <= 0 || N <= 0 || K <= 0) {
+    if (!(fused_dim_ok(N) && fused_dim_ok(K)) || M <= 0 || N <= 0 || K <= 0) {
         cuda_gemm_dw(dY, X, col_scale, dW, accumulate, sq, M, N, K);
         return;
     }

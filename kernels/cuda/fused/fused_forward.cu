@@ -8,7 +8,7 @@
 #include "kernels/cuda/gemm/gemm_engine.cuh"
 
 extern "C" int fused_shape_ok(int D, int F, int n_qkv, int n_q, int hd) {
-    return D % 8 == 0 && F % 8 == 0 && n_qkv % 8 == 0 && n_q % 8 == 0 && hd > 0 && (hd & (hd - 1)) == 0;
+    return fused_dim_ok(D) && fused_dim_ok(F) && fused_dim_ok(n_qkv) && fused_dim_ok(n_q) && fused_head_dim_ok(hd);
 }
 
 extern "C" const char *cudaf_shape_note(const KernelShapes *s) {
@@ -17,21 +17,19 @@ extern "C" const char *cudaf_shape_note(const KernelShapes *s) {
            "fused programs cannot take run unfused";
 }
 
-static bool residual_norm_fused(int N, int K) { return N % 8 == 0 && K % 8 == 0; }
-
-/* the row partials of r; the unfused op takes no workspace */
-size_t cudaf_residual_norm_workspace(size_t M, int N, int K) {
-    return residual_norm_fused(N, K) ? size_mul(size_mul(M, ge_row_parts(N)), sizeof(float)) : 0;
+/* the row partials of r */
+size_t cudaf_residual_norm_workspace(size_t M, int N) {
+    return size_mul(size_mul(M, ge_row_parts(N)), sizeof(float));
 }
 
 extern "C" void cudaf_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps,
                                          void *h, void *O, float *r, int M, int N, int K) {
     if (M <= 0) return;
-    if (!residual_norm_fused(N, K)) {
+    if (!(fused_dim_ok(N) && fused_dim_ok(K))) {
         cuda_gemm_residual_norm(A, W, res, gamma, eps, h, O, r, M, N, K);
         return;
     }
-    float *part = (float *)cuda_workspace(cudaf_residual_norm_workspace(M, N, K));
+    float *part = (float *)cuda_workspace(cudaf_residual_norm_workspace(M, N));
     ge_gemm_res_norm(A, W, res, gamma, h, O, part, M, N, K, GE_SCHED_AUTO, cuda_stream());
     ge_rms_finish(part, M, N, eps, r, cuda_stream());
 }
@@ -53,7 +51,7 @@ static void rope_run(const void *O, const void *W, const float *r, const float *
 extern "C" void cudaf_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos,
                                 const float *rope_sin, void *Z, int M, int N, int K, int n_rope_cols, int hd, int T) {
     if (M <= 0) return;
-    if (K % 8 || hd <= 0 || (hd & (hd - 1))) {
+    if (!fused_dim_ok(K) || !fused_head_dim_ok(hd)) {
         cuda_gemm_rope(O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T);
         return;
     }
@@ -67,7 +65,7 @@ extern "C" void cudaf_gemm_rope(const void *O, const void *W, const float *r, co
 extern "C" void cudaf_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F,
                                   int K) {
     if (M <= 0) return;
-    if (K % 8) {
+    if (!fused_dim_ok(K)) {
         cuda_gemm_swiglu(O, W, r, Z, act, M, F, K);
         return;
     }
@@ -80,7 +78,7 @@ extern "C" void cudaf_gemm_swiglu(const void *O, const void *W, const float *r, 
 
 extern "C" void cudaf_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K) {
     if (M <= 0) return;
-    if (K % 8) {
+    if (!fused_dim_ok(K)) {
         cuda_gemm_rowscale(O, W, r, Y, M, N, K);
         return;
     }

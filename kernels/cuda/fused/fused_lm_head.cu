@@ -154,14 +154,8 @@ static int lm_chunk_rows(int M, long ldE) {
     return (int)(rows < GE_BM ? GE_BM : rows < M ? rows : M);
 }
 
-size_t cudaf_lm_head_workspace(int M, int V, int K, int train, size_t *held) {
-    *held = 0;
+size_t cudaf_lm_head_workspace(int M, int V, int K, int train) {
     LmScratch sc = {};
-    if (K % 8 && train) { /* the unfused op's: its gradient held, the norm backward's workspace */
-        *held = cuda_lm_head_grad_bytes(M, V);
-        return cuda_norm_backward_workspace(M, K);
-    }
-    if (K % 8) return cuda_lm_head_loss_workspace(M, V);
     if (!train) return lm_scratch(NULL, &sc, M, M, 0, ge_row_parts(V), K, false);
     return lm_scratch(NULL, &sc, M, lm_chunk_rows(M, lm_ldE(V)), lm_ldE(V), ge_row_parts(V), K, true);
 }
@@ -209,13 +203,13 @@ static void lm_forward_chunk(const void *O, const void *W, const float *r, const
 extern "C" void cudaf_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss,
                                    int M, int V, int K) {
     if (M <= 0) return;
-    if (K % 8) {
+    if (!fused_dim_ok(K)) {
         cuda_lm_head_loss(O, W, r, targets, loss, M, V, K);
         return;
     }
     LmScratch sc = {};
     const int nparts = ge_row_parts(V);
-    char *ws = (char *)cuda_workspace(lm_scratch(NULL, &sc, M, M, 0, nparts, K, false));
+    char *ws = (char *)cuda_workspace(cudaf_lm_head_workspace(M, V, K, 0));
     lm_scratch(ws, &sc, M, M, 0, nparts, K, false);
     lm_forward_chunk<false>(O, W, r, targets, loss, NULL, sc, M, V, K, 0, 0.0f);
 }
@@ -224,7 +218,7 @@ extern "C" void cudaf_lm_head_train(const void *O, const void *W, const float *r
                                     const int32_t *target_groups, float dscale, const void *x, const float *gamma,
                                     float *loss, float *dW, void *dres, float *dgamma, int M, int V, int K) {
     if (M <= 0) return;
-    if (K % 8) {
+    if (!fused_dim_ok(K)) {
         cuda_lm_head_train(O, W, r, targets, target_groups, dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
         return;
     }
@@ -232,7 +226,7 @@ extern "C" void cudaf_lm_head_train(const void *O, const void *W, const float *r
     const int nparts = ge_row_parts(V);
     const int C = lm_chunk_rows(M, ldE);
     LmScratch sc = {};
-    char *ws = (char *)cuda_workspace(lm_scratch(NULL, &sc, M, C, ldE, nparts, K, true));
+    char *ws = (char *)cuda_workspace(cudaf_lm_head_workspace(M, V, K, 1));
     lm_scratch(ws, &sc, M, C, ldE, nparts, K, true);
     for (int m0 = 0; m0 < M; m0 += C) {
         const int rows_c = M - m0 < C ? M - m0 : C;

@@ -20,16 +20,18 @@ int fused_shape_ok(int D, int F, int n_qkv, int n_q, int hd);
 /* The table's shape_note (kernels.h): what fused_shape_ok says, for the user. */
 const char *cudaf_shape_note(const KernelShapes *s);
 
-/* fused_workspace_plan.cu: the fused table's workspace_bytes */
-size_t cudaf_workspace_bytes(const KernelShapes *s);
-/* The workspace each op asks of cuda_workspace, in bytes (the unfused op's where the shape falls back to it), for
- * cudaf_workspace_bytes. dw: scaled (a column scale), sq_written (overwriting dW with its sum of squares). The LM
- * head's also says what it holds beyond the workspace (*held: the unfused op's gradient). */
-size_t cudaf_residual_norm_workspace(size_t M, int N, int K);
-size_t cudaf_norm_backward_workspace(size_t M, int N, int K);
-size_t cudaf_swiglu_backward_workspace(size_t M, int D, int F);
-size_t cudaf_dw_workspace(size_t M, int N, int K, int scaled, int sq_written);
-size_t cudaf_lm_head_workspace(int M, int V, int K, int train, size_t *held);
+/* Whether a fused op takes a call, from its dimensions (else it runs the unfused op, and needs what that needs):
+ * TMA takes rows of a multiple of 8 elements, the RoPE program a power-of-two head dim. */
+static inline int fused_dim_ok(int n) { return n % 8 == 0; }
+static inline int fused_head_dim_ok(int hd) { return hd > 0 && (hd & (hd - 1)) == 0; }
+
+/* The workspace each fused op asks of cuda_workspace where it takes the call, in bytes, for cudaf_workspace_of
+ * (dw: accumulating into dW or not, its sum of squares asked for or not). */
+size_t cudaf_residual_norm_workspace(size_t M, int N);
+size_t cudaf_norm_backward_workspace(size_t M, int K);
+size_t cudaf_swiglu_backward_workspace(size_t M, int F);
+size_t cudaf_dw_workspace(int N, int K, int accumulate, int sq);
+size_t cudaf_lm_head_workspace(int M, int V, int K, int train);
 
 /* fused_forward.cu */
 void cudaf_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps, void *h,
