@@ -131,7 +131,13 @@ struct Shape {
 
 static std::vector<double> ratios; /* ours / cuBLAS */
 
-static void bench_shape(const Shape &s, ge_sched sched) {
+/* A launch on the default stream with config c. */
+static ge_launch on(ge_config c) {
+    const ge_launch how = {c, 0, NULL};
+    return how;
+}
+
+static void bench_shape(const Shape &s, ge_config sched) {
     const bool f32 = s.l == GE_ATB; /* weight gradients: fp32, accumulated */
     const size_t na = (size_t)s.M * s.K, nb = (size_t)s.N * s.K, nc = (size_t)s.M * s.N;
     const InputSets in(na, nb);
@@ -143,9 +149,9 @@ static void bench_shape(const Shape &s, ge_sched sched) {
 
     auto ours = [&](int i) {
         if (f32)
-            ge_gemm_f32(s.l, A[i % nset], B[i % nset], (float *)C1, 1, s.M, s.N, s.K, sched, 0);
+            ge_gemm_f32(s.l, A[i % nset], B[i % nset], (float *)C1, 1, s.M, s.N, s.K, on(sched));
         else
-            ge_gemm_bf16(s.l, A[i % nset], B[i % nset], C1, s.M, s.N, s.K, sched, 0);
+            ge_gemm_bf16(s.l, A[i % nset], B[i % nset], C1, s.M, s.N, s.K, on(sched));
     };
     auto theirs = [&](int i) {
         cublas_gemm(s.l, A[i % nset], B[i % nset], C2, f32 ? CUDA_R_32F : CUDA_R_16BF, s.M, s.N, s.K, f32 ? 1.0f : 0.0f);
@@ -162,10 +168,10 @@ static void bench_shape(const Shape &s, ge_sched sched) {
     const double flop = 2.0 * s.M * s.N * s.K;
     const double tf_ours = flop / t[0] * 1e-9, tf_blas = flop / t[1] * 1e-9;
     ratios.push_back(tf_ours / tf_blas);
-    const ge_sched ran = sched == GE_SCHED_AUTO ? ge_pick(GE_PLAIN, s.M, s.N, s.K) : sched;
+    const ge_config ran = sched.bn ? sched : ge_pick(GE_PLAIN, s.M, s.N, s.K, ge_num_sms());
     printf("%-22s %-6s %6d %6d %6d %-9s %-8s %8.1f %8.1f %6.3f %8.1e\n", s.name,
            s.l == GE_ABT ? "A.B^T" : s.l == GE_AB ? "A.B" : "A^T.B", s.M, s.N, s.K, f32 ? "f32 +=" : "bf16",
-           ran == GE_SCHED_COOP256 ? "coop256" : ran == GE_SCHED_COOP128 ? "coop128" : "pp128", tf_ours, tf_blas,
+           ran.sched == GE_PINGPONG ? "pp128" : ran.bn == 256 ? "coop256" : "coop128", tf_ours, tf_blas,
            tf_ours / tf_blas, err);
     fflush(stdout);
     CK(cudaFree(C1));
@@ -250,8 +256,8 @@ static void bench_epilogue(int M, int N, int K) {
     CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
     const ExtraTileParams pc = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part, (N + 127) / 128},
                           pp = pc, pd = {ge_out_direct((bf16 *)C, N), ge_out_direct((bf16 *)C2, N), part, (N + 127) / 128};
-    auto kres = [&](int i, ge_sched sched) {
-        ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, sched, 0);
+    auto kres = [&](int i, ge_config sched) {
+        ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, on(sched));
     };
     using Plain = GeStore<bf16, false>;
     const std::vector<double> t = bt_time_each({
@@ -259,14 +265,14 @@ static void bench_epilogue(int M, int N, int K) {
          * 2 staging buffers per consumer) */
         [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pc.C}}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
-        [&](int i) { kres(i, GE_SCHED_COOP256); },
+        [&](int i) { kres(i, GE_COOP_256); },
         /* the same with the ring capped at 3 stages: 4 staging buffers for the extra tile */
         [&](int i) { ge_run<RingCap<Plain, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pc.C}}, 0); },
         [&](int i) { ge_run<RingCap<ExtraTileRowPartial, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
         /* ping-pong 128 x 128 (row partials per 128 columns) */
         [&](int i) { ge_run<Plain, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {{pp.C}}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, pp, 0); },
-        [&](int i) { kres(i, GE_SCHED_PP128); },
+        [&](int i) { kres(i, GE_PINGPONG_128); },
         /* the first version's epilogue: stores straight from registers (cooperative) */
         [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pd.C}}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pd, 0); },
@@ -481,16 +487,17 @@ static void bench_norm_pattern(int M, int D) {
         cublas_gemm(GE_ABT, Y, W2, Z, CUDA_R_16BF, M, D, D, 0.0f);
     };
     /* ours: K_res, the r kernel and the row-scaled GEMM, both GEMMs on schedule sched */
-    auto fused = [&](int, ge_sched sched) {
-        ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, sched, 0);
+    auto fused = [&](int, ge_config sched) {
+        ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(sched));
         ge_rms_finish(part, M, D, eps, r, 0);
-        ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, sched, 0);
+        ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(sched));
     };
     separate(0);
     enum { NV = 2 };
-    const ge_sched var[NV] = {GE_SCHED_COOP256, GE_SCHED_PP128};
+    const ge_config var[NV] = {GE_COOP_256, GE_PINGPONG_128};
     const char *vname[NV] = {"cooperative", "ping-pong"};
-    const ge_sched dflt = ge_pick(GE_RESIDUAL, M, D, D); /* K_res's (the row-scaled GEMM: ge_pick(GE_FUSED, ...)) */
+    /* K_res's (the row-scaled GEMM: ge_pick(GE_FUSED, ...)) */
+    const ge_config dflt = ge_pick(GE_RESIDUAL, M, D, D, ge_num_sms());
     double err[NV];
     for (int k = 0; k < NV; k++) {
         CK(cudaMemset(Z2, 0xFF, nx * 2)); /* NaN: an unwritten element shows */
@@ -504,19 +511,19 @@ static void bench_norm_pattern(int M, int D) {
     printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours:", M, D, t[0], t[1],
            t[1] / t[0]);
     for (int k = 0; k < NV; k++)
-        printf("%s %s%s %7.3f ms (%.3fx)", k ? "," : "", vname[k], var[k] == dflt ? " (the default)" : "", t[2 + k],
+        printf("%s %s%s %7.3f ms (%.3fx)", k ? "," : "", vname[k], ge_config_eq(var[k], dflt) ? " (the default)" : "", t[2 + k],
                t[2 + k] / t[0]);
     printf("   rel err");
     for (int k = 0; k < NV; k++) printf(" %.1e", err[k]);
     printf("\n");
     /* the parts of ours on either schedule, against one bare GEMM */
     const std::vector<double> u = bt_time_each({[&](int) { cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f); },
-                                            [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, GE_SCHED_AUTO, 0); },
+                                            [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, on(GE_AUTO)); },
                                             [&](int) { ge_rms_finish(part, M, D, eps, r, 0); },
-                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, GE_SCHED_COOP256, 0); },
-                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, GE_SCHED_PP128, 0); },
-                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, GE_SCHED_COOP256, 0); },
-                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, GE_SCHED_PP128, 0); }});
+                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(GE_COOP_256)); },
+                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(GE_PINGPONG_128)); },
+                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(GE_COOP_256)); },
+                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(GE_PINGPONG_128)); }});
     printf("%6d %5d   parts: one cuBLAS GEMM %7.3f ms, ours plain %7.3f ms (%.3fx), r %7.3f ms; K_res: cooperative "
            "%7.3f ms (%.3fx), ping-pong %7.3f ms (%.3fx); row-scaled GEMM: cooperative %7.3f ms (%.3fx), ping-pong "
            "%7.3f ms (%.3fx)\n",
@@ -566,10 +573,10 @@ int main(int argc, char **argv) {
 
     /* Section 1 on the default schedule; sections "c" and "p": the same with cooperative 128 x 256 or ping-pong
      * 128 x 128 throughout. */
-    const struct { char key; ge_sched sched; const char *name; } s1[] = {
-        {'c', GE_SCHED_COOP256, "cooperative 128 x 256"},
-        {'p', GE_SCHED_PP128, "ping-pong 128 x 128"},
-        {'1', GE_SCHED_AUTO, "the default (ge_pick: cooperative 128 x 256; ping-pong 128 x 128 where its waves fill better)"}};
+    const struct { char key; ge_config sched; const char *name; } s1[] = {
+        {'c', GE_COOP_256, "cooperative 128 x 256"},
+        {'p', GE_PINGPONG_128, "ping-pong 128 x 128"},
+        {'1', GE_AUTO, "the default (ge_pick: cooperative 128 x 256; ping-pong 128 x 128 where its waves fill better)"}};
     const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: c, p, e, E, k */
     for (auto &c : s1) {
         if (!strchr(sections, c.key)) continue;

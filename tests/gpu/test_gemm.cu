@@ -2,8 +2,8 @@
  * random inputs (seed printed; GE_SEED=n repeats a run):
  * - the plain GEMM in the three layouts, bf16 out, fp32 out and fp32 accumulate, ragged shapes, outputs poisoned
  *   with NaN first and guard zones around them checked for stray writes, on every schedule of gemm.h (cooperative
- *   128 x 256 and 128 x 128, ping-pong 128 x 128, and GE_SCHED_AUTO, which must give the bits of the schedule
- *   ge_pick names); the strided fp32 launcher with padded operands and output (TMA and direct stores);
+ *   128 x 256 and 128 x 128, ping-pong 128 x 128, and GE_AUTO, which must give the bits of the config ge_pick
+ *   names); the strided fp32 launcher with padded operands and output (TMA and direct stores);
  * - each epilogue primitive on its own, through a small program defined here (that a program is a few lines
  *   is the point of the engine): positions, maps, broadcasts, tile load/store, row/column partials, accumulate;
  *   declared outputs (GeProgram: bf16, fp32 and half-width bf16 in one program, staged on each schedule and
@@ -196,20 +196,19 @@ static int same_bytes(const void *a, const void *b, size_t bytes) {
     return same;
 }
 
-/* The schedules of gemm.h, by name; GE_SCHED_AUTO names the one ge_pick chose (`picked`). */
-static const char *sched_name(ge_sched s) {
-    switch (s) {
-    case GE_SCHED_COOP256: return "cooperative 128x256";
-    case GE_SCHED_COOP128: return "cooperative 128x128";
-    case GE_SCHED_PP128: return "ping-pong 128x128";
-    default: return "auto";
-    }
-}
-static void sched_tag(char *buf, size_t n, ge_sched s, ge_sched picked) {
-    if (s == GE_SCHED_AUTO)
-        snprintf(buf, n, "auto: %s", sched_name(picked));
+/* A config by name; GE_AUTO names the one ge_pick chose (`picked`). */
+static void sched_tag(char *buf, size_t n, ge_config s, ge_config picked) {
+    char name[64];
+    if (!s.bn)
+        snprintf(buf, n, "auto: %s", ge_config_format(picked, name, sizeof name));
     else
-        snprintf(buf, n, "%s", sched_name(s));
+        snprintf(buf, n, "%s", ge_config_format(s, name, sizeof name));
+}
+
+/* A launch on the default stream with config s. */
+static ge_launch on(ge_config s) {
+    const ge_launch how = {s, 0, NULL};
+    return how;
 }
 
 /* ---------------------------------------------------------------- plain GEMM */
@@ -235,19 +234,19 @@ static void test_plain(ge_layout l, int M, int N, int K) {
     CK(cudaDeviceSynchronize());
     float *cref_acc = get_f32(dRef, nc);
 
-    /* every schedule of the launchers; the default (GE_SCHED_AUTO) first, its outputs kept until the schedule
+    /* every schedule of the launchers; the default (GE_AUTO) first, its outputs kept until the schedule
      * ge_pick names runs, which must give the same bits */
-    const ge_sched picked = ge_pick(GE_PLAIN, M, N, K);
-    static const ge_sched scheds[] = {GE_SCHED_AUTO, GE_SCHED_COOP256, GE_SCHED_COOP128, GE_SCHED_PP128};
+    const ge_config picked = ge_pick(GE_PLAIN, M, N, K, ge_num_sms());
+    static const ge_config scheds[] = {GE_AUTO, GE_COOP_256, GE_COOP_128, GE_PINGPONG_128};
     float *auto16 = NULL, *auto32 = NULL, *auto_acc = NULL;
-    for (ge_sched s : scheds) {
+    for (ge_config s : scheds) {
         char sn[64], tag[160];
         sched_tag(sn, sizeof sn, s, picked);
         snprintf(tag, sizeof tag, "%s %d x %d x %d (%s)", lname(l), M, N, K, sn);
 
         /* bf16 out */
         poison(dC16, nc * 2);
-        ge_gemm_bf16(l, dA, dB, dC16, M, N, K, s, 0);
+        ge_gemm_bf16(l, dA, dB, dC16, M, N, K, on(s));
         CK(cudaDeviceSynchronize());
         float *c16 = get_bf16(dC16, nc);
         double e64 = rel_err_rows(c16, ref, rows, nr, N), eb = rel_err_full(c16, cref, nc);
@@ -257,7 +256,7 @@ static void test_plain(ge_layout l, int M, int N, int K) {
 
         /* fp32 out */
         poison(dC32, nc * 4);
-        ge_gemm_f32(l, dA, dB, dC32, 0, M, N, K, s, 0);
+        ge_gemm_f32(l, dA, dB, dC32, 0, M, N, K, on(s));
         CK(cudaDeviceSynchronize());
         float *c32 = get_f32(dC32, nc);
         e64 = rel_err_rows(c32, ref, rows, nr, N);
@@ -268,7 +267,7 @@ static void test_plain(ge_layout l, int M, int N, int K) {
 
         /* fp32 accumulate: C = C0 + op(A) op(B) */
         CK(cudaMemcpy(dC32, C0, nc * 4, cudaMemcpyHostToDevice));
-        ge_gemm_f32(l, dA, dB, dC32, 1, M, N, K, s, 0);
+        ge_gemm_f32(l, dA, dB, dC32, 1, M, N, K, on(s));
         CK(cudaDeviceSynchronize());
         float *cacc = get_f32(dC32, nc);
         e64 = rel_err_rows(cacc, ref_acc, rows, nr, N);
@@ -276,11 +275,11 @@ static void test_plain(ge_layout l, int M, int N, int K) {
         CHECK(all_finite(cacc, nc) && guards_intact(dC32, nc * 4) && e64 < tol32(K) && eb < tol32(K),
               "plain %s fp32 accumulate (C += ...): rel err vs fp64 %.2e, vs cuBLAS beta=1 %.2e", tag, e64, eb);
 
-        if (s == GE_SCHED_AUTO) {
+        if (!s.bn) {
             auto16 = c16, auto32 = c32, auto_acc = cacc;
             continue;
         }
-        if (s == picked) {
+        if (ge_config_eq(s, picked)) {
             const size_t bytes = nc * sizeof(float);
             const int same = memcmp(auto16, c16, bytes) == 0 && memcmp(auto32, c32, bytes) == 0 &&
                              memcmp(auto_acc, cacc, bytes) == 0;
@@ -307,7 +306,7 @@ static float *padded(const float *a, int rows, int cols, long ld, float pad) {
  * NaN (read into any product, it would show); the output's padding is poisoned and must stay as it was. C and
  * C += C0 must equal the packed launcher's bits on the same schedule (the same products, one rounding each). ldc a
  * multiple of 4 floats: TMA stores and add-reduces; 2 floats more: direct stores (TMA cannot describe the rows). */
-static void test_strided(ge_layout l, int M, int N, int K, ge_sched sched) {
+static void test_strided(ge_layout l, int M, int N, int K, ge_config sched) {
     const int ra = l == GE_ATB ? K : M, ca = l == GE_ATB ? M : K; /* A as stored: ra rows of ca */
     const int rb = l == GE_ABT ? N : K, cb = l == GE_ABT ? K : N; /* B as stored */
     const long lda = ca + 24, ldb = cb + 40;
@@ -318,11 +317,11 @@ static void test_strided(ge_layout l, int M, int N, int K, ge_sched sched) {
     void *dAs = dev_bf16(As, (size_t)ra * lda), *dBs = dev_bf16(Bs, (size_t)rb * ldb);
     float *dC = (float *)dev_alloc(nc * 4);
     poison(dC, nc * 4);
-    ge_gemm_f32(l, dA, dB, dC, 0, M, N, K, sched, 0);
+    ge_gemm_f32(l, dA, dB, dC, 0, M, N, K, on(sched));
     CK(cudaDeviceSynchronize());
     float *want = get_f32(dC, nc);
     CK(cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice));
-    ge_gemm_f32(l, dA, dB, dC, 1, M, N, K, sched, 0);
+    ge_gemm_f32(l, dA, dB, dC, 1, M, N, K, on(sched));
     CK(cudaDeviceSynchronize());
     float *want_acc = get_f32(dC, nc);
 
@@ -338,7 +337,7 @@ static void test_strided(ge_layout l, int M, int N, int K, ge_sched sched) {
             if (acc)
                 for (int m = 0; m < M; m++) memcpy(h + (size_t)m * ldc, C0 + (size_t)m * N, (size_t)N * 4);
             CK(cudaMemcpy(dCs, h, ns * 4, cudaMemcpyHostToDevice));
-            ge_gemm_f32_strided(l, dAs, lda, dBs, ldb, dCs, ldc, acc, M, N, K, sched, 0);
+            ge_gemm_f32_strided(l, dAs, lda, dBs, ldb, dCs, ldc, acc, M, N, K, on(sched));
             CK(cudaDeviceSynchronize());
             CK(cudaMemcpy(h, dCs, ns * 4, cudaMemcpyDeviceToHost));
             const float *w = acc ? want_acc : want;
@@ -348,10 +347,11 @@ static void test_strided(ge_layout l, int M, int N, int K, ge_sched sched) {
                 for (size_t b = 0; b < (size_t)(ldc - N) * 4; b++) badpad += pad[b] != 0xFF;
             }
         }
+        char sn[64];
         CHECK(bad == 0 && badpad == 0 && guards_intact(dCs, ns * 4),
               "strided fp32 %s %d x %d x %d (%s; lda %ld, ldb %ld, ldc %ld: %s): C and C += equal the packed "
               "launcher's bits (%zu row mismatches), padding untouched (%zu bytes changed), guards intact",
-              lname(l), M, N, K, sched_name(sched), lda, ldb, ldc, v ? "direct stores" : "TMA", bad, badpad);
+              lname(l), M, N, K, ge_config_format(sched, sn, sizeof sn), lda, ldb, ldc, v ? "direct stores" : "TMA", bad, badpad);
         free(h);
         dev_free(dCs);
     }
@@ -869,11 +869,11 @@ static void test_fused(int M, int N, int K, int N2) {
     void *dA = dev_bf16(A, (size_t)M * K), *dW = dev_bf16(W, (size_t)N * K), *dres = dev_bf16(res, nd);
     void *dW2 = dev_bf16(W2, (size_t)N2 * N);
     float *dgamma = dev_f32(gamma, N);
-    auto chain = [&](ge_sched s_kres, ge_sched s_z, const ChainOut &o) {
-        ge_gemm_res_norm(dA, dW, dres, dgamma, o.D, o.O, o.part, M, N, K, s_kres, 0);
+    auto chain = [&](ge_config s_kres, ge_config s_z, const ChainOut &o) {
+        ge_gemm_res_norm(dA, dW, dres, dgamma, o.D, o.O, o.part, M, N, K, on(s_kres));
         ge_rms_finish(o.part, M, N, eps, o.r, 0);
-        ge_gemm_rowscale(o.O, dW2, o.r, o.Z16, 0, M, N2, N, s_z, 0);
-        ge_gemm_rowscale(o.O, dW2, o.r, o.Z32, 1, M, N2, N, s_z, 0);
+        ge_gemm_rowscale(o.O, dW2, o.r, o.Z16, 0, M, N2, N, on(s_z));
+        ge_gemm_rowscale(o.O, dW2, o.r, o.Z32, 1, M, N2, N, on(s_z));
         CK(cudaDeviceSynchronize());
     };
 
@@ -901,14 +901,17 @@ static void test_fused(int M, int N, int K, int N2) {
         }
     double *zo = (double *)calloc((size_t)nr * N2, sizeof(double));
 
-    const ge_sched pick_kres = ge_pick(GE_RESIDUAL, M, N, K), pick_z = ge_pick(GE_FUSED, M, N2, N);
-    static const ge_sched scheds[] = {GE_SCHED_PP128, GE_SCHED_COOP256, GE_SCHED_COOP128, GE_SCHED_AUTO};
-    for (ge_sched s : scheds) {
-        char sn[96];
-        if (s == GE_SCHED_AUTO)
-            snprintf(sn, sizeof sn, "auto: K_res %s, row-scaled GEMM %s", sched_name(pick_kres), sched_name(pick_z));
+    const ge_config pick_kres = ge_pick(GE_RESIDUAL, M, N, K, ge_num_sms());
+    const ge_config pick_z = ge_pick(GE_FUSED, M, N2, N, ge_num_sms());
+    /* the configs the fused programs are instantiated for (ge_run_fused), and the default */
+    static const ge_config scheds[] = {GE_PINGPONG_128, GE_COOP_256, GE_AUTO};
+    for (ge_config s : scheds) {
+        char sn[160], n1[64], n2[64];
+        if (!s.bn)
+            snprintf(sn, sizeof sn, "auto: K_res %s, row-scaled GEMM %s", ge_config_format(pick_kres, n1, sizeof n1),
+                     ge_config_format(pick_z, n2, sizeof n2));
         else
-            snprintf(sn, sizeof sn, "%s", sched_name(s));
+            snprintf(sn, sizeof sn, "%s", ge_config_format(s, n1, sizeof n1));
         const ChainOut o(M, N, N2);
         chain(s, s, o);
         float *D = get_bf16(o.D, nd), *O = get_bf16(o.O, nd), *r = get_f32(o.r, M);
@@ -942,13 +945,13 @@ static void test_fused(int M, int N, int K, int N2) {
         CHECK(eo32 < tol32(N) && eo16 < 5e-3, "fused row-scaled GEMM alone (%s): fp32 Z rel err %.2e, bf16 Z %.2e",
               sn, eo32, eo16);
 
-        if (s == GE_SCHED_AUTO) { /* the same chain with the schedules ge_pick names */
+        if (!s.bn) { /* the same chain with the schedules ge_pick names */
             const ChainOut e(M, N, N2);
             chain(pick_kres, pick_z, e);
             CHECK(o.same(e, M), "fused %d x %d x %d -> %d: the default schedules give the bits of the ones ge_pick "
                   "names (%s): D, O, partials, r, bf16 and fp32 Z", M, N, K, N2, sn);
         }
-        if (s == GE_SCHED_PP128) { /* K_res with the residual by direct loads, on ping-pong */
+        if (ge_config_eq(s, GE_PINGPONG_128)) { /* K_res with the residual by direct loads, on ping-pong */
             const ChainOut e(M, N, N2);
             GeResNormParams p = {};
             p.out.head = ge_out((bf16 *)e.D, M, N, N);
@@ -959,7 +962,7 @@ static void test_fused(int M, int N, int K, int N2) {
             p.ld = N;
             p.ldpart = ge_row_parts(N);
             p.R = ge_out((bf16 *)dres, M, N, N);
-            ge_run_fused<GeResNorm<128>, GeResNorm<>>(dA, K, dW, K, M, N, K, p, GE_SCHED_PP128, 0);
+            ge_run_fused<GeResNorm<128>, GeResNorm<>>(GE_RESIDUAL, dA, K, dW, K, M, N, K, p, on(GE_PINGPONG_128));
             CK(cudaDeviceSynchronize());
             CHECK(o.same(e, M, true) && guards_intact(e.D, nd * 2) && guards_intact(e.O, nd * 2),
                   "fused K_res %d x %d x %d on ping-pong: the residual by direct loads (GeResNorm<128>) gives the "
@@ -1024,7 +1027,7 @@ int main(void) {
     test_plain(GE_ATB, 8, 16, 1);
     test_plain(GE_ATB, 264, 520, 100);
     /* the strided fp32 launcher: each layout on the two tile widths */
-    for (ge_sched s : {GE_SCHED_COOP256, GE_SCHED_PP128}) {
+    for (ge_config s : {GE_COOP_256, GE_PINGPONG_128}) {
         test_strided(GE_ABT, 1001, 777, 136, s);
         test_strided(GE_AB, 333, 264, 72, s);
         test_strided(GE_ATB, 264, 520, 100, s);

@@ -32,7 +32,7 @@ extern "C" void cudaf_gemm_residual_norm(const void *A, const void *W, const voi
         return;
     }
     float *part = (float *)cuda_workspace(cudaf_residual_norm_workspace(M, N, K));
-    ge_gemm_res_norm(A, W, res, gamma, h, O, part, M, N, K, GE_SCHED_AUTO, cuda_stream());
+    ge_gemm_res_norm(A, W, res, gamma, h, O, part, M, N, K, cuda_gemm_launch("gemm_residual_norm"));
     ge_rms_finish(part, M, N, eps, r, cuda_stream());
 }
 
@@ -47,7 +47,7 @@ static void rope_run(const void *O, const void *W, const float *r, const float *
     p.n_rope = n_rope_cols;
     p.hd_mask = hd - 1;
     p.T = T;
-    ge_run_fused<FusedRope<HD>>(O, K, W, K, M, N, K, p, GE_SCHED_AUTO, cuda_stream());
+    ge_run_fused<FusedRope<HD>>(GE_FUSED, O, K, W, K, M, N, K, p, cuda_gemm_launch("gemm_rope"));
 }
 
 extern "C" void cudaf_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos,
@@ -75,7 +75,7 @@ extern "C" void cudaf_gemm_swiglu(const void *O, const void *W, const float *r, 
     p.out.head = ge_out((bf16 *)Z, M, 2 * F, 2 * F);
     p.out.tail.head = ge_out_as<GeOut<bf16, 16>>((bf16 *)act, M, F, F);
     p.r = r;
-    ge_run_fused<FusedSwiGLU>(O, K, W, K, M, 2 * F, K, p, GE_SCHED_AUTO, cuda_stream());
+    ge_run_fused<FusedSwiGLU>(GE_FUSED, O, K, W, K, M, 2 * F, K, p, cuda_gemm_launch("gemm_swiglu"));
 }
 
 extern "C" void cudaf_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K) {
@@ -84,5 +84,5 @@ extern "C" void cudaf_gemm_rowscale(const void *O, const void *W, const float *r
         cuda_gemm_rowscale(O, W, r, Y, M, N, K);
         return;
     }
-    ge_gemm_rowscale(O, W, r, Y, 1, M, N, K, GE_SCHED_AUTO, cuda_stream());
+    ge_gemm_rowscale(O, W, r, Y, 1, M, N, K, cuda_gemm_launch("gemm_rowscale"));
 }
