@@ -2,8 +2,8 @@
  * 1. the Llama-3.2-1B training GEMMs with M = 8192 tokens (forward A.B^T bf16 out, data gradient A.B bf16 out,
  *    weight gradient A^T.B fp32 accumulate) and 8192^3: TFLOP/s of each, ratio, geometric mean, on the default
  *    schedule (ge_pick's choice per shape);
- * 2. epilogue overhead: plain vs one extra output tile + a row partial reduction (staged, held in registers, or
- *    stored directly), and vs the full K_res program, on either schedule; (sections "e", "E" and "k", on request:
+ * 2. epilogue overhead: plain vs one extra output tile + a row partial reduction (staged, or stored directly), and
+ *    vs the full K_res program, on either schedule; (sections "e", "E" and "k", on request:
  *    the extra-tile epilogue on ping-pong and cooperative, and K_res on ping-pong, split into their parts);
  * 3. GEMM-residual-RMSNorm-GEMM on 16384 rows (D = 2048, 4096, 8192): the two bare cuBLAS GEMMs, cuBLAS + simple
  *    separate kernels, and ours: K_res + r + row-scaled GEMM on the cooperative and the ping-pong schedule (the
@@ -189,16 +189,13 @@ struct ExtraTileParams {
 /* The extra-tile epilogue split into its parts (F bits): 1 stage a second tile in shared memory (unit 1), 2 store
  * it from there by TMA, 4 store it straight from registers instead, 8 the row partial, 16 a second TMA store of
  * unit 0 (TMA work without the shared-memory writes), 32 the same into C itself (the same L2 lines twice: no
- * more DRAM writes), 64 hold the second tile in registers and store it during the next tile's main loop
- * (GeOutHeld; cooperative 128 x 256 only). The first output C is always staged and stored by TMA. */
-template <int F, int HELD_START = 1, int HELD_SPACING = 1>
+ * more DRAM writes). The first output C is always staged and stored by TMA. */
+template <int F>
 struct EpiParts : GeEpilogue {
     static constexpr int kStageUnits = (F & 1) ? 2 : 1;
-    static constexpr bool kHeldOutputs = (F & 64) != 0;
     using Params = ExtraTileParams;
-    static bool direct(const Params &p) { return !p.C.tma || ((F & 67) && !p.C2.tma); }
+    static bool direct(const Params &p) { return !p.C.tma || ((F & 3) && !p.C2.tma); }
     GeRowPartial<GeSum> ss;
-    GeOutHeld<256, HELD_START, HELD_SPACING> held;
     __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         float2 d[2] = {v[0], v[1]};
@@ -207,7 +204,6 @@ struct EpiParts : GeEpilogue {
          * program's second output usually does (K_res's O) */
         float2 d2[2] = {d[0], d[1]};
         if (F & 1) ge_out_put(p.C2, t, 1, col, d2);
-        if (F & 64) held.put(p.C2, t, col, d2);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             if (F & 4) ge_store(p.C2.ptr, p.C2.ld, t, h, col, d[h]);
@@ -222,12 +218,7 @@ struct EpiParts : GeEpilogue {
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
         if (F & 8) ss.store(p.part, p.ldpart, t);
-        if (F & 64) held.hold(t);
     }
-    __device__ __forceinline__ bool stage_held(const Params &, const GeTile &t, int kb, int nk) {
-        return (F & 64) && held.stage(t, kb, nk);
-    }
-    __device__ __forceinline__ void flush_held(const Params &p, const GeTile &t) { held.flush(p.C2, t); }
 };
 
 /* A program with its ring capped at S stages. */
@@ -237,11 +228,9 @@ struct RingCap : P {
 };
 
 /* The program of section 2's target: a second bf16 tile (a copy of D) and the row partial sum of squares, the
- * second tile staged and stored in the epilogue (either schedule). With ge_out_direct outputs it is the engine's
- * first epilogue (stores straight from registers), for comparison. On the cooperative schedule the second tile
- * can instead be held in registers and stored during the next tile's main loop (ExtraTileHeldRowPartial). */
+ * second tile staged and stored in the epilogue (either schedule). With outputs that TMA does not store (tma = 0)
+ * it is the engine's first epilogue (stores straight from registers), for comparison. */
 using ExtraTileRowPartial = EpiParts<11>;
-using ExtraTileHeldRowPartial = EpiParts<72>;
 
 static void bench_epilogue(int M, int N, int K) {
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
@@ -255,7 +244,9 @@ static void bench_epilogue(int M, int N, int K) {
     CK(cudaMalloc(&O, nc * 2));
     CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
     const ExtraTileParams pc = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part, (N + 127) / 128},
-                          pp = pc, pd = {ge_out_direct((bf16 *)C, N), ge_out_direct((bf16 *)C2, N), part, (N + 127) / 128};
+                          pp = pc;
+    ExtraTileParams pd = pc;
+    pd.C.tma = pd.C2.tma = 0; /* stored straight from registers */
     auto kres = [&](int i, ge_config sched) {
         ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, on(sched));
     };
@@ -276,11 +267,9 @@ static void bench_epilogue(int M, int N, int K) {
         /* the first version's epilogue: stores straight from registers (cooperative) */
         [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pd.C}}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pd, 0); },
-        /* cooperative 128 x 256, the second tile held in registers and stored in the next tile's main loop */
-        [&](int i) { ge_run<ExtraTileHeldRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
     });
     const struct { const char *what; int plain, extra, kres; } row[] = {
-        {"cooperative 128x256, second tile held", 0, 10, -1}, {"cooperative 128x256 ", 0, 1, 2},
+        {"cooperative 128x256 ", 0, 1, 2},
         {"cooperative, 3 stages", 3, 4, -1}, {"ping-pong 128x128    ", 5, 6, 7},
         {"direct stores (first version's), cooperative 128x256", 8, 9, -1}};
     for (auto &r : row) {
@@ -295,12 +284,12 @@ static void bench_epilogue(int M, int N, int K) {
 
 /* ---------------------------------------------------------------- 2e, 2E. the extra-tile epilogue in parts */
 
-template <int F, int BN, int SCHED, int HS = 1, int HP = 1>
+template <int F, int BN, int SCHED>
 static void epi_variant(const char *name, int M, int N, int K, const std::vector<void *> &A,
                         const std::vector<void *> &B, int nset, const ExtraTileParams &p) {
     const char *one = getenv("GE_BENCH_ONE");
     if (one && atoi(one) != F) return;
-    using P = EpiParts<F, HS, HP>;
+    using P = EpiParts<F>;
     using L = GeSmem<P, BN, SCHED>;
     const std::vector<double> t = bt_time_each(
         {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, {{p.C}}, 0); },
@@ -335,13 +324,6 @@ static void bench_epilogue_variants(int M, int N, int K) {
     epi_variant<3, BN, SCHED>("tile staged + TMA", M, N, K, A, B, nset, p);
     epi_variant<11, BN, SCHED>("tile staged + TMA + row partial", M, N, K, A, B, nset, p);
     epi_variant<12, BN, SCHED>("tile from registers + row partial", M, N, K, A, B, nset, p);
-    if constexpr (SCHED == GE_COOP && BN == 256) {
-        epi_variant<64, BN, SCHED, 1, 1>("tile held, chunk q after k-block 1 + q", M, N, K, A, B, nset, p);
-        epi_variant<64, BN, SCHED, 4, 1>("tile held, chunk q after k-block 4 + q", M, N, K, A, B, nset, p);
-        epi_variant<64, BN, SCHED, 4, 2>("tile held, chunk q after k-block 4 + 2q", M, N, K, A, B, nset, p);
-        epi_variant<64, BN, SCHED, 8, 2>("tile held, chunk q after k-block 8 + 2q", M, N, K, A, B, nset, p);
-        epi_variant<72, BN, SCHED>("tile held (1 + q) + row partial", M, N, K, A, B, nset, p);
-    }
     CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(part));
 }
 
@@ -542,7 +524,7 @@ static const char usage[] =
     "                       p  the same on ping-pong 128 x 128 throughout\n"
     "                       2  epilogue overhead: an extra output tile + a row partial, and K_res, vs the plain GEMM\n"
     "                       e  the extra-tile epilogue on ping-pong 128 x 128, parts left out\n"
-    "                       E  the same on cooperative 128 x 256 (also the tile held in registers)\n"
+    "                       E  the same on cooperative 128 x 256\n"
     "                       k  K_res on ping-pong, parts left out\n"
     "                       3  GEMM-residual-RMSNorm-GEMM: K_res + r + row-scaled GEMM vs two cuBLAS GEMMs\n"
     "  GE_BENCH_D=n       section 3 for D = n only (2048, 4096 or 8192)\n"

@@ -8,8 +8,7 @@
  *   is the point of the engine): positions, maps, broadcasts, tile load/store, row/column partials, accumulate;
  *   declared outputs (GeProgram: bf16, fp32 and half-width bf16 in one program, staged on each schedule and
  *   stored directly, bit for bit alike); input tiles by TMA (GeTileInTma, as wide as the output or twice, loaded
- *   before the main loop or spread over it) with the output written in place; a held output tile (GeOutHeld)
- *   against the same output staged, bit for bit;
+ *   before the main loop or spread over it) with the output written in place;
  * - the two fused programs (K_res + the r reduction, the row-scaled GEMM) and their chain vs fp64 references, on
  *   every schedule, the default one bit for bit against the schedule ge_pick names, and K_res's register-residual
  *   variant (GeResNorm on ping-pong, the launcher's path where TMA cannot describe D or the residual) bit for bit
@@ -423,36 +422,6 @@ struct PColPart : GeEpilogue {
     __device__ void end(const Params &p, const GeTile &t) { ge_col_partial_store(p.pcol, t.N, t, GE_BN); }
 };
 
-/* Primitive 3 (a held output tile): C = bf16(acc) staged by GeOut; H = bf16(2 acc + 1) held in registers and
- * stored during the next tile's main loop (GeOutHeld, cooperative 128 x 256), or with HELD = false staged and
- * stored in the epilogue like C. The two H must agree bit for bit. */
-template <bool HELD>
-struct PHeld : GeEpilogue {
-    static constexpr int kStageUnits = HELD ? 1 : 2;
-    static constexpr bool kHeldOutputs = HELD;
-    struct Params { GeOut<bf16> C, H; };
-    static bool direct(const Params &p) { return !p.C.tma || !p.H.tma; }
-    GeOutHeld<GE_BN> held;
-    __device__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-        float2 c[2] = {v[0], v[1]}, h[2] = {ge_add(ge_scale(v[0], 2.0f), make_float2(1.0f, 1.0f)),
-                                            ge_add(ge_scale(v[1], 2.0f), make_float2(1.0f, 1.0f))};
-        ge_out_put(p.C, t, 0, col, c);
-        if (HELD)
-            held.put(p.H, t, col, h);
-        else
-            ge_out_put(p.H, t, 1, col, h);
-    }
-    __device__ void flush(const Params &p, const GeTile &t) {
-        ge_out_flush(p.C, t, 0);
-        if (!HELD) ge_out_flush(p.H, t, 1);
-    }
-    __device__ void end(const Params &, const GeTile &t) {
-        if (HELD) held.hold(t);
-    }
-    __device__ bool stage_held(const Params &, const GeTile &t, int kb, int nk) { return HELD && held.stage(t, kb, nk); }
-    __device__ void flush_held(const Params &p, const GeTile &t) { held.flush(p.H, t); }
-};
-
 /* Declared outputs (GeProgram): three staged outputs of three kinds in one program, each at its own staging units
  * (1 + 2 + 1): Y = acc (bf16), Y2 = 2 acc (fp32), and the half-width output H[row, col/2] = silu(Y[row, col])
  * Y[row, col + 1] (one bf16 value per column pair, from Y as stored, as SwiGLU's forward makes it). */
@@ -683,7 +652,7 @@ static void test_primitives(int M, int N, int K) {
 }
 
 /* Declared outputs (POuts) on each schedule at its own tile width, staged and stored by TMA, and on the direct
- * path (ge_out_direct: stored from registers, cooperative 128 x 256), which must give the staged run's bits on
+ * path (outputs with tma = 0: stored from registers, cooperative 128 x 256), which must give the staged run's bits on
  * the same tiles. N a multiple of 16 (the half-width output's rows then fill whole 16-byte units, as TMA needs). */
 static void test_outputs(int M, int N, int K) {
     const size_t nc = (size_t)M * N, nh = (size_t)M * (N / 2);
@@ -700,15 +669,11 @@ static void test_outputs(int M, int N, int K) {
     for (int cfg = 0; cfg < 4; cfg++) {
         poison(dY, nc * 2), poison(dY2, nc * 4), poison(dH, nh * 2);
         POuts::Params p = {};
-        if (cfg < 3) {
-            p.out.head = ge_out((bf16 *)dY, M, N, N);
-            p.out.tail.head = ge_out(dY2, M, N, N);
-            p.out.tail.tail.head = ge_out_as<GeOut<bf16, 16>>((bf16 *)dH, M, N / 2, N / 2);
-        } else {
-            p.out.head = ge_out_direct((bf16 *)dY, N);
-            p.out.tail.head = ge_out_direct<GeOut<float>>(dY2, N);
-            p.out.tail.tail.head = ge_out_direct<GeOut<bf16, 16>>((bf16 *)dH, N / 2);
-        }
+        p.out.head = ge_out((bf16 *)dY, M, N, N);
+        p.out.tail.head = ge_out(dY2, M, N, N);
+        p.out.tail.tail.head = ge_out_as<GeOut<bf16, 16>>((bf16 *)dH, M, N / 2, N / 2);
+        if (cfg == 3) /* stored straight from registers, as where TMA cannot describe an output */
+            p.out.head.tma = p.out.tail.head.tma = p.out.tail.tail.head.tma = 0;
         const int tma = p.out.head.tma && p.out.tail.head.tma && p.out.tail.tail.head.tma;
         if (cfg == 1)
             ge_run<POuts, GE_ABT, 128, GE_COOP>(c.dA, K, c.dB, K, M, N, K, p, 0);
@@ -804,32 +769,6 @@ static void test_in_tile(int M, int N, int K) {
     in_tile_case<PInWide<128>, 128, GE_PINGPONG, 2>(c, M, N, K, 2L * N, "twice as wide, into registers");
     in_tile_case<PInWide<256>, 256, GE_COOP, 2>(c, M, N, K, 2L * N, "twice as wide, into registers");
     in_tile_case<PInWide<256>, 256, GE_COOP, 2>(c, M, N, K, 2L * N + 1, "twice as wide, into registers");
-}
-
-/* The held output (GeOutHeld) against the same output staged in the epilogue, bit for bit, and against fp64 on
- * sampled rows. Shapes: more tiles than CTAs (a tile's held output is stored during the CTA's next main loop; the
- * last one's after the loop), one k-block (every chunk after the only k-block), ragged edges, and a row stride TMA
- * cannot describe (the direct path: nothing held). */
-static void test_held(int M, int N, int K) {
-    const size_t nc = (size_t)M * N;
-    const AbtCase c(M, N, K);
-    double *ref = (double *)calloc((size_t)c.nr * N, sizeof(double));
-    for (int i = 0; i < c.nr; i++)
-        for (int n = 0; n < N; n++) ref[(size_t)i * N + n] = 2 * c.acc[(size_t)i * N + n] + 1;
-    void *dC = dev_alloc(nc * 2), *dH = dev_alloc(nc * 2), *dC2 = dev_alloc(nc * 2), *dH2 = dev_alloc(nc * 2);
-    const long tiles = (long)((M + GE_BM - 1) / GE_BM) * ((N + GE_BN - 1) / GE_BN);
-    poison(dC, nc * 2), poison(dH, nc * 2), poison(dC2, nc * 2), poison(dH2, nc * 2);
-    run_abt<PHeld<false>>(c.dA, c.dB, M, N, K, {ge_out((bf16 *)dC2, M, N, N), ge_out((bf16 *)dH2, M, N, N)});
-    run_abt<PHeld<true>>(c.dA, c.dB, M, N, K, {ge_out((bf16 *)dC, M, N, N), ge_out((bf16 *)dH, M, N, N)});
-    float *h = get_bf16(dH, nc);
-    const double e = rel_err_rows(h, ref, c.rows, c.nr, N);
-    const int same = same_bytes(dH, dH2, nc * 2) && same_bytes(dC, dC2, nc * 2);
-    CHECK(all_finite(h, nc) && guards_intact(dH, nc * 2) && guards_intact(dC, nc * 2) && same && e < 5e-3,
-          "held output %d x %d x %d (%ld tiles, %d k-blocks%s): 2*acc+1 rel err %.2e, equal to the staged output "
-          "bit for bit: %s", M, N, K, tiles, (K + GE_BK - 1) / GE_BK, N % 8 ? ", direct stores" : "", e,
-          same ? "yes" : "no");
-    free(h), free(ref);
-    dev_free(dC), dev_free(dH), dev_free(dC2), dev_free(dH2);
 }
 
 /* ---------------------------------------------------------------- the fused programs */
@@ -1039,10 +978,6 @@ int main(void) {
     test_outputs(4000, 2064, 200); /* more tiles than SMs: staging buffers rotate across tiles */
     test_in_tile(1000, 776, 136);   /* 3 k-blocks: most slots load after the last one */
     test_in_tile(2000, 2064, 1280); /* 20 k-blocks: one slot per k-block */
-    test_held(4000, 2056, 136); /* 32 x 9 tiles */
-    test_held(2048, 4096, 64);  /* 16 x 16 tiles, one k-block */
-    test_held(1000, 777, 200);  /* row stride of 1554 bytes: direct */
-    test_held(300, 520, 1000);  /* fewer tiles than SMs */
 
     /* The fused programs on each schedule (AUTO: ping-pong at these sizes), on three shapes, one with a ragged last
      * tile row (1001 rows). */

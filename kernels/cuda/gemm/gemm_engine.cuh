@@ -41,15 +41,6 @@ template <class T>
 GeOut<T> ge_out(T *p, int M, int N, long ld) {
     return ge_out_as<GeOut<T>>(p, M, N, ld);
 }
-/* The same, always stored directly from registers (the path the engine had before GeOut). */
-template <class O = GeOut<bf16>>
-O ge_out_direct(typename O::Elem *p, long ld) {
-    O o;
-    memset(&o, 0, sizeof o);
-    o.ptr = p;
-    o.ld = ld;
-    return o;
-}
 
 /* ---------------------------------------------------------------- the kernel */
 
@@ -221,35 +212,20 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         const uint32_t stage_base = smem_u32(smem + L::oEpi + c * L::kEpiPerConsumer);
         int buf = 0; /* GeOut staging buffer of the next chunk */
         Program prog;
-        /* A staged chunk's stores (the epilogue's, or a held output's in the main loop: one rotation of the
-         * buffers for both): the leader lets at most kBufs - 2 earlier chunks' stores still read their buffers,
-         * so that the next chunk's buffer is free; the consumer syncs (its staging writes are done); the leader
-         * issues the chunk's stores without waiting for them, as one bulk group. */
-        auto issue_chunk = [&](bool held) {
+        /* A staged chunk's stores: the leader lets at most kBufs - 2 earlier chunks' stores still read their
+         * buffers, so that the next chunk's buffer is free; the consumer syncs (its staging writes are done); the
+         * leader issues the chunk's stores without waiting for them, as one bulk group. */
+        auto issue_chunk = [&]() {
             fence_proxy_async_shared();
             if constexpr (L::kUnits > 0) {
                 if (leader) bulk_wait_read<L::kBufs - 2>();
             }
             named_bar_sync(2 + c, 128);
             if (leader) {
-                if (held)
-                    prog.flush_held(params, tile);
-                else
-                    prog.flush(params, tile);
+                prog.flush(params, tile);
                 bulk_commit();
             }
             if constexpr (L::kUnits > 0) buf = buf + 1 == L::kBufs ? 0 : buf + 1;
-        };
-        /* A held output's chunks (GeOutHeld), staged while the k-blocks' wgmmas run (kb of nk; -1: drain). */
-        auto stage_held = [&](int kb) {
-            if constexpr (Program::kHeldOutputs) {
-                static_assert(!PP && L::kUnits > 0, "held outputs: cooperative schedule, GeOut staging");
-                for (;;) {
-                    tile.eng.stage = stage_base + buf * (L::kUnits * L::kUnit);
-                    if (!prog.stage_held(params, tile, kb, nk)) break;
-                    issue_chunk(true);
-                }
-            }
         };
 
         /* the CTA's i-th tile (u = blockIdx.x + i * gridDim.x) is k-blocks i*nk .. i*nk + nk - 1 of the ring */
@@ -293,7 +269,6 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 wgmma_wait<1>();
                 if (kb > 0) ge_release_stage(&empty[prev], lane);
                 prog.during(params, tile, kb, nk);
-                stage_held(kb);
                 prev = s;
                 if (++s == S) {
                     s = 0;
@@ -335,7 +310,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                                        make_float2(acc[0][4 * j + 2], acc[0][4 * j + 3])};
                         prog.frag(params, tile, tile.col0 + 8 * j, v);
                     }
-                    if constexpr (kFlush) issue_chunk(false);
+                    if constexpr (kFlush) issue_chunk();
                 }
                 prog.end(params, tile);
                 if constexpr (MB == 2) {
@@ -344,7 +319,6 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 }
             }
         }
-        stage_held(-1); /* the last tile's held outputs */
         if constexpr (kFlush) {
             if (leader) bulk_wait<0>();
         }
