@@ -27,6 +27,9 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/cuda/cuda_math.cuh"
+#include "kernels/cuda/fused/fused_coda.h"
+#include "kernels/cuda/fused/fused_programs.cuh"
 #include "kernels/cuda/gemm/gemm_engine.cuh"
 #include "kernels/cuda/gemm/gemm_programs.cuh"
 #include "tests/gpu/bench_timing.h"
@@ -248,7 +251,7 @@ static void bench_epilogue(int M, int N, int K) {
     ExtraTileParams pd = pc;
     pd.C.tma = pd.C2.tma = 0; /* stored straight from registers */
     auto kres = [&](int i, ge_config sched) {
-        ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, on(sched));
+        fused_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, on(sched));
     };
     using Plain = GeStore<bf16, false>;
     const std::vector<double> t = bt_time_each({
@@ -329,15 +332,15 @@ static void bench_epilogue_variants(int M, int N, int K) {
 
 /* ---------------------------------------------------------------- 2k. K_res on ping-pong, parts left out */
 
-/* GeResNormTma with parts left out (F bits): 1 the residual added, 2 the residual loaded (TMA into the slots;
+/* FusedResNormTma with parts left out (F bits): 1 the residual added, 2 the residual loaded (TMA into the slots;
  * without it the slots are not waited for), 4 gamma (else O = D), 8 the row partial; 16 leaves O out (not staged,
- * not stored). D is always written in place of the slot and stored from there. 15 = GeResNormTma. */
+ * not stored). D is always written in place of the slot and stored from there. 15 = FusedResNormTma. */
 template <int F>
 struct KResTmaParts : GeEpilogue {
     static constexpr int kStageUnits = 1;
     static constexpr int kInUnits = GeTileInTma<128>::kUnits;
     static constexpr int kVecFloats = 128;
-    using Params = GeResNormParams;
+    using Params = FusedResNormParams;
     static bool direct(const Params &p) { return !p.out.tail.head.tma; } /* O */
     GeRowPartial<GeSum> ss;
     GeTileInTma<128> res;
@@ -388,7 +391,7 @@ static void bench_kres_parts(int M, int N, int K) {
     CK(cudaMalloc(&C, nc * 2));
     CK(cudaMalloc(&O, nc * 2));
     CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
-    std::vector<GeResNormParams> p(nset);
+    std::vector<FusedResNormParams> p(nset);
     for (int i = 0; i < nset; i++) {
         p[i] = {};
         p[i].out.head = ge_out((bf16 *)C, M, N, N);
@@ -406,12 +409,12 @@ static void bench_kres_parts(int M, int N, int K) {
         [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
         [&](int i) { ge_run<RingCap<GeStore<bf16, false>, 4>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
         KRP(KResTmaParts<0>), KRP(KResTmaParts<8>), KRP(KResTmaParts<12>), KRP(KResTmaParts<2>), KRP(KResTmaParts<3>),
-        KRP(KResTmaParts<15>), KRP(GeResNormTma<128>), KRP(KResTmaParts<31>), KRP(GeResNorm<128>)});
+        KRP(KResTmaParts<15>), KRP(FusedResNormTma<128>), KRP(KResTmaParts<31>), KRP(FusedResNorm<128>)});
 #undef KRP
     const char *what[] = {"plain (6 stages)", "plain, 4 stages", "D in place + O staged (no residual)", "  + row partial",
                           "  + row partial + gamma", "D + O + residual loads (not added)", "D + O + residual added",
-                          "all parts (= K_res)", "GeResNormTma (the program)", "all parts but O",
-                          "GeResNorm (residual by direct loads)"};
+                          "all parts (= K_res)", "FusedResNormTma (the program)", "all parts but O",
+                          "FusedResNorm (residual by direct loads)"};
     printf("%6d %6d %6d   ping-pong 128x128, timed in turns\n", M, N, K);
     for (size_t k = 0; k < t.size(); k++)
         printf("  %-40s %7.3f ms (%+5.1f%%)\n", what[k], t[k], 100.0 * (t[k] / t[0] - 1));
@@ -470,9 +473,9 @@ static void bench_norm_pattern(int M, int D) {
     };
     /* ours: K_res, the r kernel and the row-scaled GEMM, both GEMMs on schedule sched */
     auto fused = [&](int, ge_config sched) {
-        ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(sched));
-        ge_rms_finish(part, M, D, eps, r, 0);
-        ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(sched));
+        fused_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(sched));
+        fused_rms_finish(part, M, D, eps, r, 0);
+        fused_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(sched));
     };
     separate(0);
     enum { NV = 2 };
@@ -501,11 +504,11 @@ static void bench_norm_pattern(int M, int D) {
     /* the parts of ours on either schedule, against one bare GEMM */
     const std::vector<double> u = bt_time_each({[&](int) { cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f); },
                                             [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, on(GE_AUTO)); },
-                                            [&](int) { ge_rms_finish(part, M, D, eps, r, 0); },
-                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(GE_COOP_256)); },
-                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(GE_PINGPONG_128)); },
-                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(GE_COOP_256)); },
-                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(GE_PINGPONG_128)); }});
+                                            [&](int) { fused_rms_finish(part, M, D, eps, r, 0); },
+                                            [&](int) { fused_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(GE_COOP_256)); },
+                                            [&](int) { fused_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(GE_PINGPONG_128)); },
+                                            [&](int) { fused_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(GE_COOP_256)); },
+                                            [&](int) { fused_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(GE_PINGPONG_128)); }});
     printf("%6d %5d   parts: one cuBLAS GEMM %7.3f ms, ours plain %7.3f ms (%.3fx), r %7.3f ms; K_res: cooperative "
            "%7.3f ms (%.3fx), ping-pong %7.3f ms (%.3fx); row-scaled GEMM: cooperative %7.3f ms (%.3fx), ping-pong "
            "%7.3f ms (%.3fx)\n",

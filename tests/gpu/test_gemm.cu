@@ -9,10 +9,10 @@
  *   declared outputs (GeProgram: bf16, fp32 and half-width bf16 in one program, staged on each schedule and
  *   stored directly, bit for bit alike); input tiles by TMA (GeTileInTma, as wide as the output or twice, loaded
  *   before the main loop or spread over it) with the output written in place;
- * - the two fused programs (K_res + the r reduction, the row-scaled GEMM) and their chain vs fp64 references, on
- *   every schedule, the default one bit for bit against the schedule ge_pick names, and K_res's register-residual
- *   variant (GeResNorm on ping-pong, the launcher's path where TMA cannot describe D or the residual) bit for bit
- *   against the TMA one it runs otherwise.
+ * - two of the trainer's programs (kernels/cuda/fused: K_res + the r reduction, the row-scaled GEMM) and their
+ *   chain vs fp64 references, on every schedule, the default one bit for bit against the schedule ge_pick names,
+ *   and K_res's register-residual variant (FusedResNorm on ping-pong, the launcher's path where TMA cannot describe
+ *   D or the residual) bit for bit against the TMA one it runs otherwise.
  * The fp64 reference covers a sample of rows (all columns) so that large shapes stay cheap on the CPU. The engine's
  * host side (tensor maps, launchers, ge_pick) comes from build/libtrainer.a. */
 #include <cublas_v2.h>
@@ -26,6 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/cuda/cuda_math.cuh"
+#include "kernels/cuda/fused/fused_coda.h"
+#include "kernels/cuda/fused/fused_programs.cuh"
 #include "kernels/cuda/gemm/gemm_engine.cuh"
 #include "kernels/cuda/gemm/gemm_programs.cuh"
 #include "tests/gpu/cuda_test_check.h"
@@ -377,7 +380,7 @@ struct PMap : GeEpilogue {
         for (int h = 0; h < 2; h++) {
             ge_store(p.out1, t.N, t, h, col, ge_add(ge_scale(v[h], 2.0f), make_float2(1.0f, 1.0f)));
             const float th = 0.01f * (col / 2) + 0.001f * t.row[h];
-            ge_store(p.out2, t.N, t, h, col, ge_rotate(v[h], __cosf(th), __sinf(th)));
+            ge_store(p.out2, t.N, t, h, col, rope_rotate(v[h], __cosf(th), __sinf(th)));
         }
     }
 };
@@ -431,7 +434,7 @@ struct POuts : GeProgram<GeOut<bf16>, GeOut<float>, GeOut<bf16, 16>> {
         float2 w[2] = {ge_scale(v[0], 2.0f), ge_scale(v[1], 2.0f)};
         ge_put<1>(p.out, t, col, w);
         ge_put<0>(p.out, t, col, v); /* v becomes Y as stored */
-        float a[2] = {ge_silu_mul(v[0]), ge_silu_mul(v[1])};
+        float a[2] = {swiglu_approx(v[0]), swiglu_approx(v[1])};
         ge_put<2>(p.out, t, col, a);
     }
 };
@@ -798,8 +801,8 @@ struct ChainOut {
 
 /* K_res + r, then Z = r * (O . W2^T) (bf16 and fp32), on each schedule, vs fp64 references of the unfused math on
  * sampled rows. The default schedule must give the bits of the schedules ge_pick names (K_res's and the row-scaled
- * GEMM's); on ping-pong, GeResNorm<128> (the residual by direct loads, the launcher's path where TMA cannot
- * describe D or the residual) must give GeResNormTma's D, O and partials (the same arithmetic). */
+ * GEMM's); on ping-pong, FusedResNorm<128> (the residual by direct loads, the launcher's path where TMA cannot
+ * describe D or the residual) must give FusedResNormTma's D, O and partials (the same arithmetic). */
 static void test_fused(int M, int N, int K, int N2) {
     const float eps = 1e-5f;
     const size_t nd = (size_t)M * N, nz = (size_t)M * N2;
@@ -809,10 +812,10 @@ static void test_fused(int M, int N, int K, int N2) {
     void *dW2 = dev_bf16(W2, (size_t)N2 * N);
     float *dgamma = dev_f32(gamma, N);
     auto chain = [&](ge_config s_kres, ge_config s_z, const ChainOut &o) {
-        ge_gemm_res_norm(dA, dW, dres, dgamma, o.D, o.O, o.part, M, N, K, on(s_kres));
-        ge_rms_finish(o.part, M, N, eps, o.r, 0);
-        ge_gemm_rowscale(o.O, dW2, o.r, o.Z16, 0, M, N2, N, on(s_z));
-        ge_gemm_rowscale(o.O, dW2, o.r, o.Z32, 1, M, N2, N, on(s_z));
+        fused_gemm_res_norm(dA, dW, dres, dgamma, o.D, o.O, o.part, M, N, K, on(s_kres));
+        fused_rms_finish(o.part, M, N, eps, o.r, 0);
+        fused_gemm_rowscale(o.O, dW2, o.r, o.Z16, 0, M, N2, N, on(s_z));
+        fused_gemm_rowscale(o.O, dW2, o.r, o.Z32, 1, M, N2, N, on(s_z));
         CK(cudaDeviceSynchronize());
     };
 
@@ -892,7 +895,7 @@ static void test_fused(int M, int N, int K, int N2) {
         }
         if (ge_config_eq(s, GE_PINGPONG_128)) { /* K_res with the residual by direct loads, on ping-pong */
             const ChainOut e(M, N, N2);
-            GeResNormParams p = {};
+            FusedResNormParams p = {};
             p.out.head = ge_out((bf16 *)e.D, M, N, N);
             p.out.tail.head = ge_out((bf16 *)e.O, M, N, N);
             p.res = (const bf16 *)dres;
@@ -901,10 +904,10 @@ static void test_fused(int M, int N, int K, int N2) {
             p.ld = N;
             p.ldpart = ge_row_parts(N);
             p.R = ge_out((bf16 *)dres, M, N, N);
-            ge_run_fused<GeResNorm<128>, GeResNorm<>>(GE_RESIDUAL, dA, K, dW, K, M, N, K, p, on(GE_PINGPONG_128));
+            ge_run_fused<FusedResNorm<128>, FusedResNorm<256>>(GE_RESIDUAL, dA, K, dW, K, M, N, K, p, on(GE_PINGPONG_128));
             CK(cudaDeviceSynchronize());
             CHECK(o.same(e, M, true) && guards_intact(e.D, nd * 2) && guards_intact(e.O, nd * 2),
-                  "fused K_res %d x %d x %d on ping-pong: the residual by direct loads (GeResNorm<128>) gives the "
+                  "fused K_res %d x %d x %d on ping-pong: the residual by direct loads (FusedResNorm<128>) gives the "
                   "TMA variant's D, O and partials bit for bit", M, N, K);
         }
         free(D), free(O), free(r), free(Z16), free(Z32);

@@ -23,7 +23,6 @@
 #include "kernels/cuda/fused/fused_ops.h"
 #include "kernels/cuda/fused/fused_programs.cuh"
 #include "kernels/cuda/gemm/gemm_engine.cuh"
-#include "kernels/cuda/gemm/gemm_programs.cuh"
 
 #define LM_WARPS 8                        /* rows per block of the row kernels */
 #define LM_CHUNK_BYTES ((size_t)1 << 30) /* the E chunk of training: 4096 rows of Llama 3's vocabulary */

@@ -1,7 +1,6 @@
 /* gemm.cu: host side of the GEMM-epilogue engine: tensor maps (cuTensorMapEncodeTiled through the runtime's
  * driver entry point, so no -lcuda), the SM count, the failure path, the launch line, and gemm.h's extern "C"
- * launchers, which instantiate the engine with the programs of gemm_programs.cuh; plus the tiny
- * kernel that turns K_res's partials into r. */
+ * launchers, which instantiate the engine with the program of gemm_programs.cuh. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -150,43 +149,3 @@ extern "C" void ge_gemm_f32(ge_layout layout, const void *A, const void *B, floa
 }
 
 extern "C" int ge_row_parts(int N) { return (N + GE_PART_COLS - 1) / GE_PART_COLS; }
-
-extern "C" void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
-                                 float *part, int M, int N, int K, ge_launch how) {
-    GeResNormParams p = {};
-    p.out.head = ge_out((bf16 *)D, M, N, N);
-    p.out.tail.head = ge_out((bf16 *)O, M, N, N);
-    p.res = (const bf16 *)res;
-    p.gamma = gamma;
-    p.part = part;
-    p.ld = N;
-    p.ldpart = ge_row_parts(N);
-    p.R = ge_out((bf16 *)res, M, N, N);
-    if (p.out.head.tma && p.R.tma) /* on ping-pong, the residual through shared memory (TMA), D in place over it */
-        ge_run_fused<GeResNormTma<128>, GeResNorm<>>(GE_RESIDUAL, A, K, W, K, M, N, K, p, how);
-    else
-        ge_run_fused<GeResNorm<128>, GeResNorm<>>(GE_RESIDUAL, A, K, W, K, M, N, K, p, how);
-}
-
-static __global__ void ge_rms_finish_kernel(const float *part, int nparts, int M, int N, float eps, float *r) {
-    const int m = blockIdx.x * blockDim.x + threadIdx.x;
-    if (m >= M) return;
-    float s = 0.0f;
-    for (int t = 0; t < nparts; t++) s += part[(long)m * nparts + t];
-    r[m] = rsqrtf(s / (float)N + eps);
-}
-
-extern "C" void ge_rms_finish(const float *part, int M, int N, float eps, float *r, cudaStream_t stream) {
-    if (M <= 0) return;
-    ge_rms_finish_kernel<<<(M + 255) / 256, 256, 0, stream>>>(part, ge_row_parts(N), M, N, eps, r);
-    const cudaError_t e = cudaGetLastError();
-    if (e != cudaSuccess) ge_fail("launch of ge_rms_finish_kernel", cudaGetErrorString(e));
-}
-
-extern "C" void ge_gemm_rowscale(const void *O, const void *W, const float *r, void *Z, int z_f32, int M, int N,
-                                 int K, ge_launch how) {
-    if (z_f32)
-        ge_run_fused<GeRowScale<float>>(GE_FUSED, O, K, W, K, M, N, K, {{ge_out((float *)Z, M, N, N)}, r}, how);
-    else
-        ge_run_fused<GeRowScale<bf16>>(GE_FUSED, O, K, W, K, M, N, K, {{ge_out((bf16 *)Z, M, N, N)}, r}, how);
-}

@@ -1,6 +1,6 @@
-/* gemm.h: the C API of the GEMM-epilogue engine (kernels/cuda/gemm): plain bf16 GEMMs in the three layouts that
- * training needs, K_res (residual + RMSNorm statistics in the epilogue) and the row-scaled GEMM, and the choice of
- * config (gemm_config.h). The CODA programs of the trainer (kernels/cuda/fused) are built on the same engine.
+/* gemm.h: the C API of the GEMM-epilogue engine (kernels/cuda/gemm): plain GEMMs in the three layouts that training
+ * needs, how a launch is made (its config: gemm_config.h), and the partials of row-partial programs. The CODA
+ * programs of the trainer (kernels/cuda/fused) are built on the same engine.
  * All matrices are row-major and packed (row stride = column count); operands bf16, accumulation fp32.
  * TMA needs every operand's row length (its contiguous dimension) to be a multiple of 8 elements and its base
  * 16-byte aligned; the launchers stop with a message otherwise. M, N, K need not be multiples of the tile. */
@@ -40,22 +40,9 @@ void ge_gemm_f32(ge_layout layout, const void *A, const void *B, float *C, int a
 void ge_gemm_f32_strided(ge_layout layout, const void *A, long lda, const void *B, long ldb, float *C, long ldc,
                          int accumulate, int M, int N, int K, ge_launch how);
 
-/* K_res: D = A . W^T + res; O = D * gamma (gamma broadcast over rows); part[m, t] = sum over columns
- * 128 t .. 128 t + 127 of D[m,:]^2, with D as stored (bf16). A [M,K], W [N,K], res/D/O [M,N] bf16, gamma [N] fp32,
- * part [M, ge_row_parts(N)] fp32. */
-void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
-                      float *part, int M, int N, int K, ge_launch how);
-
 /* Partials per row that a row-partial program writes for an output of N columns: one per 128 columns, on either
  * schedule. */
 int ge_row_parts(int N);
-
-/* r[m] = rsqrt(sum_t part[m, t] / N + eps): the RMSNorm row scale from K_res's partials. */
-void ge_rms_finish(const float *part, int M, int N, float eps, float *r, cudaStream_t stream);
-
-/* Row-scaled GEMM: Z = r * (O . W^T). O [M,K], W [N,K] bf16, r [M] fp32; Z [M,N] bf16 (z_f32 == 0) or fp32. */
-void ge_gemm_rowscale(const void *O, const void *W, const float *r, void *Z, int z_f32, int M, int N, int K,
-                      ge_launch how);
 
 #ifdef __cplusplus
 }

@@ -16,7 +16,7 @@
 #include "kernels/cuda/gemm/gemm.h"
 #include "kernels/cuda/gemm/gemm_maps.h"
 #include "kernels/cuda/gemm/gemm_epilogue.cuh"
-#include "kernels/cuda/gemm/gemm_ptx.cuh"
+#include "kernels/cuda/hopper/hopper_ptx.cuh"
 
 #define GE_BM 128
 #define GE_BN 256 /* the widest tile, and the one epilogue programs run with unless their launcher picks another */

@@ -1,7 +1,8 @@
 /* gemm_epilogue.cuh: the five epilogue primitives (docs/DESIGN.md, "The GEMM-epilogue engine"), applied to the
  * accumulator tile while it is in registers. An epilogue program (a struct, see gemm_engine.cuh's note) calls them
  * from its per-fragment hook:
- *   1. maps:        plain arithmetic on float2 pairs; helpers ge_add/ge_mul/ge_scale, ge_rotate (RoPE), ge_silu_mul;
+ *   1. maps:        plain arithmetic on float2 pairs; helpers ge_add/ge_mul/ge_scale (the model's math, RoPE and
+ *                   SwiGLU, is the backend's: kernels/cuda/cuda_math.cuh);
  *   2. broadcasts:  ge_row_vec (one value per row), ge_col_vec (a pair of per-column values);
  *   3. tiles:       ge_load / ge_store of an extra [rows, cols] matrix at the fragment's position (bf16 or fp32);
  *   4. reductions:  GeRowPartial<Op> (per row, over 128-column slices of the tile) and ge_col_partial_add/_store
@@ -20,7 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/cuda/gemm/gemm_ptx.cuh"
+#include "kernels/cuda/hopper/hopper_ptx.cuh"
 
 typedef __nv_bfloat16 bf16;
 
@@ -92,17 +93,6 @@ __device__ __forceinline__ int ge_pair_valid(int col, int ncols) {
 __device__ __forceinline__ float2 ge_add(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
 __device__ __forceinline__ float2 ge_mul(float2 a, float2 b) { return make_float2(a.x * b.x, a.y * b.y); }
 __device__ __forceinline__ float2 ge_scale(float2 a, float s) { return make_float2(a.x * s, a.y * s); }
-/* RoPE on an adjacent pair (a, b): (a cos - b sin, b cos + a sin). */
-__device__ __forceinline__ float2 ge_rotate(float2 v, float c, float s) {
-    return make_float2(v.x * c - v.y * s, v.y * c + v.x * s);
-}
-/* sigmoid(g) = 1 / (1 + e^-g) by the approximate reciprocal (e^-g = inf for g < -88: 0), and SwiGLU on an
- * adjacent (gate, up) pair, silu(g) * u = g sigmoid(g) u, from it: the forward and the backward's recomputation
- * get the same bits. (The correctly rounded reciprocal is a dozen instructions and a slow-path call per value,
- * which slowed both SwiGLU epilogues: docs/DESIGN.md, "Why the engine is shaped this way".) */
-__device__ __forceinline__ float ge_sigmoid(float g) { return __fdividef(1.0f, 1.0f + __expf(-g)); }
-__device__ __forceinline__ float ge_silu_mul(float g, float s, float u) { return g * s * u; }
-__device__ __forceinline__ float ge_silu_mul(float2 gu) { return ge_silu_mul(gu.x, ge_sigmoid(gu.x), gu.y); }
 
 /* ---------------------------------------------------------------- 2. broadcasts */
 
