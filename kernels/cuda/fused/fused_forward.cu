@@ -3,6 +3,7 @@
  * sampling, and fused_coda.h's launchers of K_res, its finish and the row-scaled GEMM. A shape the engine cannot
  * take runs the unfused op (fused_ops.h). */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_math.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/fused/fused_coda.h"
 #include "kernels/cuda/fused/fused_ops.h"
@@ -41,7 +42,7 @@ static __global__ void rms_finish_kernel(const float *part, int nparts, int M, i
     if (m >= M) return;
     float s = 0.0f;
     for (int t = 0; t < nparts; t++) s += part[(long)m * nparts + t];
-    r[m] = rsqrtf(s / (float)N + eps);
+    r[m] = rms_scale_approx(s, N, eps);
 }
 
 extern "C" void fused_rms_finish(const float *part, int M, int N, float eps, float *r, cudaStream_t stream) {

@@ -304,7 +304,7 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
                 G[h] = make_float2(s[h] * v[h].x + a[h] * w.x, s[h] * v[h].y + a[h] * w.y);
             }
             const float2 xv = x.get(t, h);
-            dx[h] = make_float2(g.x * G[h].x - coef[h] * xv.x, g.y * G[h].y - coef[h] * xv.y);
+            dx[h] = make_float2(rms_backward(g.x, G[h].x, coef[h], xv.x), rms_backward(g.y, G[h].y, coef[h], xv.y));
             gx[h] = ge_mul(G[h], xv);
         }
         x.advance(t);
