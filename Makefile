@@ -94,7 +94,7 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libtrainer.a $(wildcard tests/*.h) 
 	@mkdir -p $(BUILD)/tests/gpu
 	$(CC) $(CFLAGS) $(GPU_TEST_CFLAGS) $< $(BUILD)/libtrainer.a -o $@ $(LDLIBS)
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/libtrainer.a $(wildcard kernels/cuda/*/*.cuh kernels/cuda/*/*.h) tests/test_util.h $(wildcard tests/gpu/*.h)
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/libtrainer.a $(wildcard kernels/cuda/*.cuh kernels/cuda/*/*.cuh kernels/cuda/*/*.h) tests/test_util.h $(wildcard tests/gpu/*.h)
 	@mkdir -p $(BUILD)/tests/gpu
 	$(NVCC) $(NVCCFLAGS) $< $(BUILD)/libtrainer.a -o $@ -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/lib -lcublas -lcurand
 
