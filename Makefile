@@ -31,9 +31,10 @@ USE_CUDA ?= $(if $(and $(shell command -v $(NVCC) 2>/dev/null),$(CUDA_SRC)),1,0)
 # The library, lowest layer first (tests/test_layout.sh checks the include direction): util/ (file-system helpers),
 # data/ (shards, tokenizer, meta.json), kernels/ (the operation API's host helpers) and kernels/cpu/, model/
 # (config, model, optimizer, sampler, the training step), persist/ (checkpoints, state.bin, safetensors, Hugging
-# Face import/export, the run directory).
+# Face import/export, the run directory). The C files under kernels/cuda/*/ are host arithmetic that every build
+# has (the GEMM engine's config, which the CPU tests check).
 LIB_SRC := $(wildcard util/*.c) $(wildcard data/*.c) $(wildcard kernels/*.c) $(wildcard kernels/cpu/*.c) \
-           $(wildcard model/*.c) $(wildcard persist/*.c)
+           $(wildcard kernels/cuda/*/*.c) $(wildcard model/*.c) $(wildcard persist/*.c)
 LIB_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(LIB_SRC))
 # The program's parts beside train.c (--help, --generate): linked into the trainer only, not into the library that
 # the tests link, so nothing in the library can call them.
@@ -71,7 +72,7 @@ C_CONFIG := $(BUILD)/c-config
 C_CONFIG_NOW := $(CC) $(CFLAGS)
 $(shell mkdir -p $(BUILD); [ "$$(cat $(C_CONFIG) 2>/dev/null)" = "$(C_CONFIG_NOW)" ] || echo "$(C_CONFIG_NOW)" > $(C_CONFIG))
 
-$(BUILD)/%.o: %.c $(C_CONFIG) $(wildcard */*.h */*/*.h)
+$(BUILD)/%.o: %.c $(C_CONFIG) $(wildcard */*.h */*/*.h */*/*/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
 
@@ -93,7 +94,7 @@ $(BUILD)/tests/gpu/%: tests/gpu/%.c $(BUILD)/libtrainer.a $(wildcard tests/*.h) 
 	@mkdir -p $(BUILD)/tests/gpu
 	$(CC) $(CFLAGS) $(GPU_TEST_CFLAGS) $< $(BUILD)/libtrainer.a -o $@ $(LDLIBS)
 
-$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/libtrainer.a $(wildcard kernels/cuda/*/*.cuh kernels/cuda/*/*.h) tests/test_util.h $(wildcard tests/gpu/*.h)
+$(BUILD)/tests/gpu/%: tests/gpu/%.cu $(BUILD)/libtrainer.a $(wildcard kernels/cuda/*.cuh kernels/cuda/*/*.cuh kernels/cuda/*/*.h) tests/test_util.h $(wildcard tests/gpu/*.h)
 	@mkdir -p $(BUILD)/tests/gpu
 	$(NVCC) $(NVCCFLAGS) $< $(BUILD)/libtrainer.a -o $@ -Xlinker -rpath,$(CUDA_HOME)/lib64:$(CUDA_HOME)/lib -lcublas -lcurand
 

@@ -35,8 +35,10 @@ check model data kernels util
 check persist model data kernels util
 check cli persist model data kernels util
 
-# Inside the CUDA backend (kernels/cuda): the engine (gemm/) includes nothing of the backend around it; attention/
-# and train.c nothing of the fused table (fused/), whose ops reach the program only through kernels.h's table.
+# Inside the CUDA backend (kernels/cuda): the Hopper instruction wrappers (hopper/) include nothing of the project;
+# the engine (gemm/) nothing of the backend around it (its cuda_* files, the model's math in cuda_math.cuh, fused/,
+# attention/); attention/ and train.c nothing of the fused table (fused/), whose ops reach the program only through
+# kernels.h's table.
 # refuse FILES_OR_FOLDER PREFIX...: no #include "X" in them where X starts with a PREFIX.
 refuse() {
     local where=$1
@@ -52,6 +54,7 @@ refuse() {
         fail "$where includes $hits"
     fi
 }
+refuse kernels/cuda/hopper kernels/ util/
 refuse kernels/cuda/gemm kernels/cuda/cuda_ kernels/cuda/fused/ kernels/cuda/attention/ kernels/kernels.h
 refuse kernels/cuda/attention kernels/cuda/fused/
 refuse train.c kernels/cuda/

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "kernels/cuda/gemm/gemm.h"
 #include "kernels/kernels.h"
 
 typedef __nv_bfloat16 bf16;
@@ -165,6 +166,9 @@ __device__ __forceinline__ float block_max(float v, float *scratch) {
 /* cuda_stream.cu: the stream every operation queues its work on, and the cuBLAS handle on it. */
 cudaStream_t cuda_stream(void);
 cublasHandle_t cuda_blas(void);
+/* How an operation launches an engine GEMM (kernels/cuda/gemm): ge_pick's config, the stream, and `op` as the name
+ * its launches print under when the environment had TRAIN_PRINT_GEMMS=1 as the backend started (read once). */
+ge_launch cuda_gemm_launch(const char *op);
 
 /* cuda_memory.cu: a tracked device allocator (out of memory, it exits with a message: the ops have no error
  * path), and one growing workspace. */

@@ -1,7 +1,9 @@
 /* cuda_elementwise.cu: the row epilogues of the unfused path that follow a cuBLAS GEMM: RoPE (forward, and its
  * transpose with the RMSNorm row scalar c for the backward), SwiGLU (forward and backward), the row scale of
- * gemm_rowscale, and the plain data/weight-gradient GEMMs. One block per row, one pass, 16-byte accesses. */
+ * gemm_rowscale, and the plain data/weight-gradient GEMMs. One block per row, one pass, 16-byte accesses; the math
+ * is cuda_math.cuh's. */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_math.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
 #define ROW_THREADS 256
@@ -39,9 +41,9 @@ __global__ void __launch_bounds__(ROW_THREADS) rope_rows_kernel(const bf16 *in, 
             const float a = v[2 * p], b = v[2 * p + 1];
             if (cp < n_rope) {
                 const int i = (cp % hd) / 2;
-                const float cs = cos_row[i], sn = sin_sign * sin_row[i];
-                o[2 * p] = scale * (a * cs - b * sn);
-                o[2 * p + 1] = scale * (b * cs + a * sn);
+                const float2 rot = rope_rotate(make_float2(a, b), cos_row[i], sin_sign * sin_row[i]);
+                o[2 * p] = scale * rot.x;
+                o[2 * p + 1] = scale * rot.y;
             } else {
                 o[2 * p] = scale * a;
                 o[2 * p + 1] = scale * b;
@@ -79,11 +81,6 @@ extern "C" void cuda_rope_backward(const void *Z, const void *dZ_in, const float
 
 /* ---------------------------------------------------------------- SwiGLU */
 
-__device__ __forceinline__ float sigmoid(float g) { return 1.0f / (1.0f + expf(-g)); }
-/* SwiGLU of a (gate, up) pair as stored in Z (bf16-rounded values): the forward and the backward's recomputation
- * call this on the same values, so they give the same bits. */
-__device__ __forceinline__ float swiglu(float g, float u) { return g / (1.0f + expf(-g)) * u; }
-
 /* Z[m] = r[m] * Z[m] (in place) and act[m, j] = silu(G_j) * U_j for the interleaved pairs (G_j, U_j) of Z as
  * stored. */
 __global__ void __launch_bounds__(ROW_THREADS) swiglu_rows_kernel(bf16 *Z, const float *r, bf16 *act, int F,
@@ -102,7 +99,7 @@ __global__ void __launch_bounds__(ROW_THREADS) swiglu_rows_kernel(bf16 *Z, const
             const float u = __bfloat162float(__float2bfloat16(scale * v[2 * p + 1]));
             v[2 * p] = g;
             v[2 * p + 1] = u;
-            a[p] = swiglu(g, u);
+            a[p] = swiglu_ieee(g, u);
         }
         store8(Z + m * N + col, valid, vec, v);
         store4(act + m * F + col / 2, valid / 2, vec, a);
@@ -136,13 +133,13 @@ __global__ void __launch_bounds__(ROW_THREADS) swiglu_backward_rows_kernel(const
         load4f(dact + col / 2, valid / 2, vec, da);
 #pragma unroll
         for (int p = 0; p < 4; p++) {
-            /* silu(g) = g s with s = sigmoid(g); silu'(g) = s (1 + g (1 - s)). */
-            const float g = z[2 * p], u = z[2 * p + 1], s = sigmoid(g);
-            const float dg = da[p] * u * (s * (1.0f + g * (1.0f - s))), du = da[p] * (g * s);
+            const float g = z[2 * p], u = z[2 * p + 1];
+            float dg, du;
+            swiglu_backward(g, u, sigmoid_ieee(g), da[p], dg, du);
             dot = fmaf(g, dg, fmaf(u, du, dot));
             d[2 * p] = scale * dg;
             d[2 * p + 1] = scale * du;
-            a[p] = swiglu(g, u);
+            a[p] = swiglu_ieee(g, u);
         }
         store8(dZ + m * N + col, valid, vec, d);
         store4(act + m * F + col / 2, valid / 2, vec, a);

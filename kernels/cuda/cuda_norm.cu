@@ -3,6 +3,7 @@
  * the rounding to bf16, then one pass that writes O = h*gamma and r). Backward: gemm_norm_backward (G = dZ.W in fp32
  * scratch, then one pass for dres and per-row-block dgamma partials, summed in block order: deterministic). */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_math.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
 #define NORM_THREADS 256
@@ -31,7 +32,7 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_rows_kernel(const bf16 *src
         store8(O + m * N + col, valid, vec, o);
     }
     ss = block_sum(ss, scratch);
-    if (threadIdx.x == 0) r[m] = 1.0f / sqrtf(ss / (float)N + eps);
+    if (threadIdx.x == 0) r[m] = rms_scale_ieee(ss, N, eps);
 }
 
 static void norm_rows(const void *src, const int32_t *tokens, void *x_out, const float *gamma, float eps, void *O,
@@ -77,7 +78,7 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_backward_rows_kernel(const 
             if (accumulate) load8(dres + at, valid, vec, prev);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                const float grad = gam[j] * g[j] - coef * xv[j];
+                const float grad = rms_backward(gam[j], g[j], coef, xv[j]);
                 d[j] = accumulate ? prev[j] + grad : grad;
                 acc[j] = fmaf(g[j], xv[j], acc[j]);
             }

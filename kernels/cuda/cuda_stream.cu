@@ -1,6 +1,9 @@
-/* cuda_stream.cu: the CUDA backend's stream and cuBLAS handle, which every operation queues its work on, and the
- * step capture of kernels.h (CUDA graphs recorded from that stream). The stream is a blocking one, so that copies
- * on the legacy default stream (a test's cudaMemcpy) still wait for the work queued on it. */
+/* cuda_stream.cu: the CUDA backend's stream and cuBLAS handle, which every operation queues its work on, how an
+ * operation launches an engine GEMM, and the step capture of kernels.h (CUDA graphs recorded from that stream).
+ * The stream is a blocking one, so that copies on the legacy default stream (a test's cudaMemcpy) still wait for
+ * the work queued on it. */
+#include <string.h>
+
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
@@ -12,11 +15,22 @@ size_t cuda_blas_workspace_bytes(void) { return CUBLAS_WORKSPACE_BYTES; }
 static struct {
     cudaStream_t stream;
     cublasHandle_t blas;
+    int print_gemms; /* TRAIN_PRINT_GEMMS=1: each engine GEMM's launch prints its config (cuda_gemm_launch) */
 } ctx;
 
 cudaStream_t cuda_stream(void) {
-    if (!ctx.stream) CUDA_CHECK(cudaStreamCreate(&ctx.stream));
+    if (!ctx.stream) {
+        CUDA_CHECK(cudaStreamCreate(&ctx.stream));
+        const char *print = getenv("TRAIN_PRINT_GEMMS");
+        ctx.print_gemms = print && strcmp(print, "1") == 0;
+    }
     return ctx.stream;
+}
+
+ge_launch cuda_gemm_launch(const char *op) {
+    const cudaStream_t stream = cuda_stream(); /* the backend's start: reads TRAIN_PRINT_GEMMS */
+    const ge_launch how = {GE_AUTO, stream, ctx.print_gemms ? op : NULL};
+    return how;
 }
 
 cublasHandle_t cuda_blas(void) {

@@ -140,63 +140,63 @@ int main(int argc, char **argv) {
     void *dqkv_o = fused->alloc((size_t)M * Nqkv * 2);
     float *lse = (float *)fused->alloc((size_t)M * Hq * 4);
     if (M % T == 0) fused->attention_forward(qkv, y_att, lse, M / T, T, Hq, Hkv, hd);
-    const ge_sched A = GE_SCHED_AUTO;
+    const ge_launch A = {GE_AUTO, 0, NULL};
 
     bench("QKV + RoPE", Nqkv, D,
           [&] { fused->gemm_rope(O, Wqkv, r, rope_cos, rope_sin, out_qkv, M, Nqkv, D, (Hq + Hkv) * hd, hd, T); },
-          [&] { ge_gemm_bf16(GE_ABT, O, Wqkv, bare_out, M, Nqkv, D, A, 0); },
+          [&] { ge_gemm_bf16(GE_ABT, O, Wqkv, bare_out, M, Nqkv, D, A); },
           [&] { unfused->gemm_rope(O, Wqkv, r, rope_cos, rope_sin, out_qkv, M, Nqkv, D, (Hq + Hkv) * hd, hd, T); });
     bench("Wo + residual + RMSNorm (K_res)", D, Hq * hd,
           [&] { fused->gemm_residual_norm(y, Wo, x, gamma, 1e-5f, h, O2, r_out, M, D, Hq * hd); },
-          [&] { ge_gemm_bf16(GE_ABT, y, Wo, bare_out, M, D, Hq * hd, A, 0); },
+          [&] { ge_gemm_bf16(GE_ABT, y, Wo, bare_out, M, D, Hq * hd, A); },
           [&] { unfused->gemm_residual_norm(y, Wo, x, gamma, 1e-5f, h, O2, r_out, M, D, Hq * hd); });
     bench("gate/up + SwiGLU", 2 * F, D, [&] { fused->gemm_swiglu(O, Wgu, r, Zo, acto, M, F, D); },
-          [&] { ge_gemm_bf16(GE_ABT, O, Wgu, bare_out, M, 2 * F, D, A, 0); },
+          [&] { ge_gemm_bf16(GE_ABT, O, Wgu, bare_out, M, 2 * F, D, A); },
           [&] { unfused->gemm_swiglu(O, Wgu, r, Zo, acto, M, F, D); });
     bench("down + residual + RMSNorm (K_res)", D, F,
           [&] { fused->gemm_residual_norm(act, Wd, x, gamma, 1e-5f, h, O2, r_out, M, D, F); },
-          [&] { ge_gemm_bf16(GE_ABT, act, Wd, bare_out, M, D, F, A, 0); },
+          [&] { ge_gemm_bf16(GE_ABT, act, Wd, bare_out, M, D, F, A); },
           [&] { unfused->gemm_residual_norm(act, Wd, x, gamma, 1e-5f, h, O2, r_out, M, D, F); });
     bench("LM head + cross-entropy (evaluation)", V, D,
           [&] { fused->lm_head_loss(O, Wlm, r, tgt, loss, M, V, D); },
-          [&] { ge_gemm_bf16(GE_ABT, O, Wlm, lm_bare, M, V, D, A, 0); },
+          [&] { ge_gemm_bf16(GE_ABT, O, Wlm, lm_bare, M, V, D, A); },
           [&] { unfused->lm_head_loss(O, Wlm, r, tgt, loss, M, V, D); });
     bench("LM head + cross-entropy + its backward + final norm backward", V, D,
           [&] {
               fused->lm_head_train(O, Wlm, r, tgt, tgt_groups, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V, D);
           },
           [&] {
-              ge_gemm_bf16(GE_ABT, O, Wlm, lm_bare, M, V, D, A, 0);
-              ge_gemm_bf16(GE_AB, lm_bare, Wlm, bare_out, M, D, V, A, 0);
-              ge_gemm_f32(GE_ATB, lm_bare, O, lm_dw, 1, V, D, M, A, 0);
+              ge_gemm_bf16(GE_ABT, O, Wlm, lm_bare, M, V, D, A);
+              ge_gemm_bf16(GE_AB, lm_bare, Wlm, bare_out, M, D, V, A);
+              ge_gemm_f32(GE_ATB, lm_bare, O, lm_dw, 1, V, D, M, A);
           },
           [&] {
               unfused->lm_head_train(O, Wlm, r, tgt, tgt_groups, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V, D);
           });
     bench("SwiGLU backward (dact = dY . Wdown)", F, D,
           [&] { fused->gemm_swiglu_backward(dres, Wd, Z, r, dZo, c_out, acto, M, D, F); },
-          [&] { ge_gemm_bf16(GE_AB, dres, Wd, bare_out, M, F, D, A, 0); },
+          [&] { ge_gemm_bf16(GE_AB, dres, Wd, bare_out, M, F, D, A); },
           [&] { unfused->gemm_swiglu_backward(dres, Wd, Z, r, dZo, c_out, acto, M, D, F); });
     bench("RMSNorm backward in dZgu . Wgateup (accumulate)", D, 2 * F,
           [&] { fused->gemm_norm_backward(dZ, Wgu, gamma, r, c, x, dres, dgamma, 1, M, 2 * F, D); },
-          [&] { ge_gemm_bf16(GE_AB, dZ, Wgu, bare_out, M, D, 2 * F, A, 0); },
+          [&] { ge_gemm_bf16(GE_AB, dZ, Wgu, bare_out, M, D, 2 * F, A); },
           [&] { unfused->gemm_norm_backward(dZ, Wgu, gamma, r, c, x, dres, dgamma, 1, M, 2 * F, D); });
     bench("RMSNorm backward in dqkv . Wqkv (accumulate)", D, Nqkv,
           [&] { fused->gemm_norm_backward(dqkv, Wqkv, gamma, r, c, x, dres, dgamma, 1, M, Nqkv, D); },
-          [&] { ge_gemm_bf16(GE_AB, dqkv, Wqkv, bare_out, M, D, Nqkv, A, 0); },
+          [&] { ge_gemm_bf16(GE_AB, dqkv, Wqkv, bare_out, M, D, Nqkv, A); },
           [&] { unfused->gemm_norm_backward(dqkv, Wqkv, gamma, r, c, x, dres, dgamma, 1, M, Nqkv, D); });
     /* the weight gradients as one micro-batch's step runs them: written, with their sums of squares */
     bench("dWgateup = (dZgu^T h) * gamma, + its sum of squares", 2 * F, D,
           [&] { fused->gemm_dw(dZ, x, gamma, dWgu, 0, sq, M, 2 * F, D); },
-          [&] { ge_gemm_f32(GE_ATB, dZ, x, bare_f32, 0, 2 * F, D, M, A, 0); },
+          [&] { ge_gemm_f32(GE_ATB, dZ, x, bare_f32, 0, 2 * F, D, M, A); },
           [&] { unfused->gemm_dw(dZ, x, gamma, dWgu, 0, sq, M, 2 * F, D); });
     bench("dWqkv = (dqkv^T x) * gamma, + its sum of squares", Nqkv, D,
           [&] { fused->gemm_dw(dqkv, x, gamma, dWqkv, 0, sq, M, Nqkv, D); },
-          [&] { ge_gemm_f32(GE_ATB, dqkv, x, bare_f32, 0, Nqkv, D, M, A, 0); },
+          [&] { ge_gemm_f32(GE_ATB, dqkv, x, bare_f32, 0, Nqkv, D, M, A); },
           [&] { unfused->gemm_dw(dqkv, x, gamma, dWqkv, 0, sq, M, Nqkv, D); });
     bench("dWdown = dres^T act, + its sum of squares", D, F,
           [&] { fused->gemm_dw(dres, act, NULL, dWgu, 0, sq, M, D, F); },
-          [&] { ge_gemm_f32(GE_ATB, dres, act, bare_f32, 0, D, F, M, A, 0); },
+          [&] { ge_gemm_f32(GE_ATB, dres, act, bare_f32, 0, D, F, M, A); },
           [&] { unfused->gemm_dw(dres, act, NULL, dWgu, 0, sq, M, D, F); });
     /* not a GEMM: the attention backward with the RoPE backward in its stores, against the plain attention backward
      * ("bare") and against it followed by the RoPE backward pass (unfused); dy = y (any values do) */

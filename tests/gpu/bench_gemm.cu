@@ -2,8 +2,8 @@
  * 1. the Llama-3.2-1B training GEMMs with M = 8192 tokens (forward A.B^T bf16 out, data gradient A.B bf16 out,
  *    weight gradient A^T.B fp32 accumulate) and 8192^3: TFLOP/s of each, ratio, geometric mean, on the default
  *    schedule (ge_pick's choice per shape);
- * 2. epilogue overhead: plain vs one extra output tile + a row partial reduction (staged, held in registers, or
- *    stored directly), and vs the full K_res program, on either schedule; (sections "e", "E" and "k", on request:
+ * 2. epilogue overhead: plain vs one extra output tile + a row partial reduction (staged, or stored directly), and
+ *    vs the full K_res program, on either schedule; (sections "e", "E" and "k", on request:
  *    the extra-tile epilogue on ping-pong and cooperative, and K_res on ping-pong, split into their parts);
  * 3. GEMM-residual-RMSNorm-GEMM on 16384 rows (D = 2048, 4096, 8192): the two bare cuBLAS GEMMs, cuBLAS + simple
  *    separate kernels, and ours: K_res + r + row-scaled GEMM on the cooperative and the ping-pong schedule (the
@@ -27,6 +27,9 @@
 #include <functional>
 #include <vector>
 
+#include "kernels/cuda/cuda_math.cuh"
+#include "kernels/cuda/fused/fused_coda.h"
+#include "kernels/cuda/fused/fused_programs.cuh"
 #include "kernels/cuda/gemm/gemm_engine.cuh"
 #include "kernels/cuda/gemm/gemm_programs.cuh"
 #include "tests/gpu/bench_timing.h"
@@ -131,7 +134,13 @@ struct Shape {
 
 static std::vector<double> ratios; /* ours / cuBLAS */
 
-static void bench_shape(const Shape &s, ge_sched sched) {
+/* A launch on the default stream with config c. */
+static ge_launch on(ge_config c) {
+    const ge_launch how = {c, 0, NULL};
+    return how;
+}
+
+static void bench_shape(const Shape &s, ge_config sched) {
     const bool f32 = s.l == GE_ATB; /* weight gradients: fp32, accumulated */
     const size_t na = (size_t)s.M * s.K, nb = (size_t)s.N * s.K, nc = (size_t)s.M * s.N;
     const InputSets in(na, nb);
@@ -143,9 +152,9 @@ static void bench_shape(const Shape &s, ge_sched sched) {
 
     auto ours = [&](int i) {
         if (f32)
-            ge_gemm_f32(s.l, A[i % nset], B[i % nset], (float *)C1, 1, s.M, s.N, s.K, sched, 0);
+            ge_gemm_f32(s.l, A[i % nset], B[i % nset], (float *)C1, 1, s.M, s.N, s.K, on(sched));
         else
-            ge_gemm_bf16(s.l, A[i % nset], B[i % nset], C1, s.M, s.N, s.K, sched, 0);
+            ge_gemm_bf16(s.l, A[i % nset], B[i % nset], C1, s.M, s.N, s.K, on(sched));
     };
     auto theirs = [&](int i) {
         cublas_gemm(s.l, A[i % nset], B[i % nset], C2, f32 ? CUDA_R_32F : CUDA_R_16BF, s.M, s.N, s.K, f32 ? 1.0f : 0.0f);
@@ -162,10 +171,10 @@ static void bench_shape(const Shape &s, ge_sched sched) {
     const double flop = 2.0 * s.M * s.N * s.K;
     const double tf_ours = flop / t[0] * 1e-9, tf_blas = flop / t[1] * 1e-9;
     ratios.push_back(tf_ours / tf_blas);
-    const ge_sched ran = sched == GE_SCHED_AUTO ? ge_pick(GE_PLAIN, s.M, s.N, s.K) : sched;
+    const ge_config ran = sched.bn ? sched : ge_pick(GE_PLAIN, s.M, s.N, s.K, ge_num_sms());
     printf("%-22s %-6s %6d %6d %6d %-9s %-8s %8.1f %8.1f %6.3f %8.1e\n", s.name,
            s.l == GE_ABT ? "A.B^T" : s.l == GE_AB ? "A.B" : "A^T.B", s.M, s.N, s.K, f32 ? "f32 +=" : "bf16",
-           ran == GE_SCHED_COOP256 ? "coop256" : ran == GE_SCHED_COOP128 ? "coop128" : "pp128", tf_ours, tf_blas,
+           ran.sched == GE_PINGPONG ? "pp128" : ran.bn == 256 ? "coop256" : "coop128", tf_ours, tf_blas,
            tf_ours / tf_blas, err);
     fflush(stdout);
     CK(cudaFree(C1));
@@ -183,16 +192,13 @@ struct ExtraTileParams {
 /* The extra-tile epilogue split into its parts (F bits): 1 stage a second tile in shared memory (unit 1), 2 store
  * it from there by TMA, 4 store it straight from registers instead, 8 the row partial, 16 a second TMA store of
  * unit 0 (TMA work without the shared-memory writes), 32 the same into C itself (the same L2 lines twice: no
- * more DRAM writes), 64 hold the second tile in registers and store it during the next tile's main loop
- * (GeOutHeld; cooperative 128 x 256 only). The first output C is always staged and stored by TMA. */
-template <int F, int HELD_START = 1, int HELD_SPACING = 1>
+ * more DRAM writes). The first output C is always staged and stored by TMA. */
+template <int F>
 struct EpiParts : GeEpilogue {
     static constexpr int kStageUnits = (F & 1) ? 2 : 1;
-    static constexpr bool kHeldOutputs = (F & 64) != 0;
     using Params = ExtraTileParams;
-    static bool direct(const Params &p) { return !p.C.tma || ((F & 67) && !p.C2.tma); }
+    static bool direct(const Params &p) { return !p.C.tma || ((F & 3) && !p.C2.tma); }
     GeRowPartial<GeSum> ss;
-    GeOutHeld<256, HELD_START, HELD_SPACING> held;
     __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         float2 d[2] = {v[0], v[1]};
@@ -201,7 +207,6 @@ struct EpiParts : GeEpilogue {
          * program's second output usually does (K_res's O) */
         float2 d2[2] = {d[0], d[1]};
         if (F & 1) ge_out_put(p.C2, t, 1, col, d2);
-        if (F & 64) held.put(p.C2, t, col, d2);
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             if (F & 4) ge_store(p.C2.ptr, p.C2.ld, t, h, col, d[h]);
@@ -216,12 +221,7 @@ struct EpiParts : GeEpilogue {
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
         if (F & 8) ss.store(p.part, p.ldpart, t);
-        if (F & 64) held.hold(t);
     }
-    __device__ __forceinline__ bool stage_held(const Params &, const GeTile &t, int kb, int nk) {
-        return (F & 64) && held.stage(t, kb, nk);
-    }
-    __device__ __forceinline__ void flush_held(const Params &p, const GeTile &t) { held.flush(p.C2, t); }
 };
 
 /* A program with its ring capped at S stages. */
@@ -231,11 +231,9 @@ struct RingCap : P {
 };
 
 /* The program of section 2's target: a second bf16 tile (a copy of D) and the row partial sum of squares, the
- * second tile staged and stored in the epilogue (either schedule). With ge_out_direct outputs it is the engine's
- * first epilogue (stores straight from registers), for comparison. On the cooperative schedule the second tile
- * can instead be held in registers and stored during the next tile's main loop (ExtraTileHeldRowPartial). */
+ * second tile staged and stored in the epilogue (either schedule). With outputs that TMA does not store (tma = 0)
+ * it is the engine's first epilogue (stores straight from registers), for comparison. */
 using ExtraTileRowPartial = EpiParts<11>;
-using ExtraTileHeldRowPartial = EpiParts<72>;
 
 static void bench_epilogue(int M, int N, int K) {
     const size_t na = (size_t)M * K, nb = (size_t)N * K, nc = (size_t)M * N;
@@ -249,9 +247,11 @@ static void bench_epilogue(int M, int N, int K) {
     CK(cudaMalloc(&O, nc * 2));
     CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
     const ExtraTileParams pc = {ge_out((bf16 *)C, M, N, N), ge_out((bf16 *)C2, M, N, N), part, (N + 127) / 128},
-                          pp = pc, pd = {ge_out_direct((bf16 *)C, N), ge_out_direct((bf16 *)C2, N), part, (N + 127) / 128};
-    auto kres = [&](int i, ge_sched sched) {
-        ge_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, sched, 0);
+                          pp = pc;
+    ExtraTileParams pd = pc;
+    pd.C.tma = pd.C2.tma = 0; /* stored straight from registers */
+    auto kres = [&](int i, ge_config sched) {
+        fused_gemm_res_norm(A[i % nset], B[i % nset], R[i % nset], gamma, C, O, part, M, N, K, on(sched));
     };
     using Plain = GeStore<bf16, false>;
     const std::vector<double> t = bt_time_each({
@@ -259,22 +259,20 @@ static void bench_epilogue(int M, int N, int K) {
          * 2 staging buffers per consumer) */
         [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pc.C}}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
-        [&](int i) { kres(i, GE_SCHED_COOP256); },
+        [&](int i) { kres(i, GE_COOP_256); },
         /* the same with the ring capped at 3 stages: 4 staging buffers for the extra tile */
         [&](int i) { ge_run<RingCap<Plain, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pc.C}}, 0); },
         [&](int i) { ge_run<RingCap<ExtraTileRowPartial, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
         /* ping-pong 128 x 128 (row partials per 128 columns) */
         [&](int i) { ge_run<Plain, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {{pp.C}}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, pp, 0); },
-        [&](int i) { kres(i, GE_SCHED_PP128); },
+        [&](int i) { kres(i, GE_PINGPONG_128); },
         /* the first version's epilogue: stores straight from registers (cooperative) */
         [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pd.C}}, 0); },
         [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pd, 0); },
-        /* cooperative 128 x 256, the second tile held in registers and stored in the next tile's main loop */
-        [&](int i) { ge_run<ExtraTileHeldRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
     });
     const struct { const char *what; int plain, extra, kres; } row[] = {
-        {"cooperative 128x256, second tile held", 0, 10, -1}, {"cooperative 128x256 ", 0, 1, 2},
+        {"cooperative 128x256 ", 0, 1, 2},
         {"cooperative, 3 stages", 3, 4, -1}, {"ping-pong 128x128    ", 5, 6, 7},
         {"direct stores (first version's), cooperative 128x256", 8, 9, -1}};
     for (auto &r : row) {
@@ -289,12 +287,12 @@ static void bench_epilogue(int M, int N, int K) {
 
 /* ---------------------------------------------------------------- 2e, 2E. the extra-tile epilogue in parts */
 
-template <int F, int BN, int SCHED, int HS = 1, int HP = 1>
+template <int F, int BN, int SCHED>
 static void epi_variant(const char *name, int M, int N, int K, const std::vector<void *> &A,
                         const std::vector<void *> &B, int nset, const ExtraTileParams &p) {
     const char *one = getenv("GE_BENCH_ONE");
     if (one && atoi(one) != F) return;
-    using P = EpiParts<F, HS, HP>;
+    using P = EpiParts<F>;
     using L = GeSmem<P, BN, SCHED>;
     const std::vector<double> t = bt_time_each(
         {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, {{p.C}}, 0); },
@@ -329,27 +327,20 @@ static void bench_epilogue_variants(int M, int N, int K) {
     epi_variant<3, BN, SCHED>("tile staged + TMA", M, N, K, A, B, nset, p);
     epi_variant<11, BN, SCHED>("tile staged + TMA + row partial", M, N, K, A, B, nset, p);
     epi_variant<12, BN, SCHED>("tile from registers + row partial", M, N, K, A, B, nset, p);
-    if constexpr (SCHED == GE_COOP && BN == 256) {
-        epi_variant<64, BN, SCHED, 1, 1>("tile held, chunk q after k-block 1 + q", M, N, K, A, B, nset, p);
-        epi_variant<64, BN, SCHED, 4, 1>("tile held, chunk q after k-block 4 + q", M, N, K, A, B, nset, p);
-        epi_variant<64, BN, SCHED, 4, 2>("tile held, chunk q after k-block 4 + 2q", M, N, K, A, B, nset, p);
-        epi_variant<64, BN, SCHED, 8, 2>("tile held, chunk q after k-block 8 + 2q", M, N, K, A, B, nset, p);
-        epi_variant<72, BN, SCHED>("tile held (1 + q) + row partial", M, N, K, A, B, nset, p);
-    }
     CK(cudaFree(C)); CK(cudaFree(C2)); CK(cudaFree(part));
 }
 
 /* ---------------------------------------------------------------- 2k. K_res on ping-pong, parts left out */
 
-/* GeResNormTma with parts left out (F bits): 1 the residual added, 2 the residual loaded (TMA into the slots;
+/* FusedResNormTma with parts left out (F bits): 1 the residual added, 2 the residual loaded (TMA into the slots;
  * without it the slots are not waited for), 4 gamma (else O = D), 8 the row partial; 16 leaves O out (not staged,
- * not stored). D is always written in place of the slot and stored from there. 15 = GeResNormTma. */
+ * not stored). D is always written in place of the slot and stored from there. 15 = FusedResNormTma. */
 template <int F>
 struct KResTmaParts : GeEpilogue {
     static constexpr int kStageUnits = 1;
     static constexpr int kInUnits = GeTileInTma<128>::kUnits;
     static constexpr int kVecFloats = 128;
-    using Params = GeResNormParams;
+    using Params = FusedResNormParams;
     static bool direct(const Params &p) { return !p.out.tail.head.tma; } /* O */
     GeRowPartial<GeSum> ss;
     GeTileInTma<128> res;
@@ -400,7 +391,7 @@ static void bench_kres_parts(int M, int N, int K) {
     CK(cudaMalloc(&C, nc * 2));
     CK(cudaMalloc(&O, nc * 2));
     CK(cudaMalloc(&part, (size_t)M * ((N + 127) / 128) * 4));
-    std::vector<GeResNormParams> p(nset);
+    std::vector<FusedResNormParams> p(nset);
     for (int i = 0; i < nset; i++) {
         p[i] = {};
         p[i].out.head = ge_out((bf16 *)C, M, N, N);
@@ -418,12 +409,12 @@ static void bench_kres_parts(int M, int N, int K) {
         [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
         [&](int i) { ge_run<RingCap<GeStore<bf16, false>, 4>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
         KRP(KResTmaParts<0>), KRP(KResTmaParts<8>), KRP(KResTmaParts<12>), KRP(KResTmaParts<2>), KRP(KResTmaParts<3>),
-        KRP(KResTmaParts<15>), KRP(GeResNormTma<128>), KRP(KResTmaParts<31>), KRP(GeResNorm<128>)});
+        KRP(KResTmaParts<15>), KRP(FusedResNormTma<128>), KRP(KResTmaParts<31>), KRP(FusedResNorm<128>)});
 #undef KRP
     const char *what[] = {"plain (6 stages)", "plain, 4 stages", "D in place + O staged (no residual)", "  + row partial",
                           "  + row partial + gamma", "D + O + residual loads (not added)", "D + O + residual added",
-                          "all parts (= K_res)", "GeResNormTma (the program)", "all parts but O",
-                          "GeResNorm (residual by direct loads)"};
+                          "all parts (= K_res)", "FusedResNormTma (the program)", "all parts but O",
+                          "FusedResNorm (residual by direct loads)"};
     printf("%6d %6d %6d   ping-pong 128x128, timed in turns\n", M, N, K);
     for (size_t k = 0; k < t.size(); k++)
         printf("  %-40s %7.3f ms (%+5.1f%%)\n", what[k], t[k], 100.0 * (t[k] / t[0] - 1));
@@ -481,16 +472,17 @@ static void bench_norm_pattern(int M, int D) {
         cublas_gemm(GE_ABT, Y, W2, Z, CUDA_R_16BF, M, D, D, 0.0f);
     };
     /* ours: K_res, the r kernel and the row-scaled GEMM, both GEMMs on schedule sched */
-    auto fused = [&](int, ge_sched sched) {
-        ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, sched, 0);
-        ge_rms_finish(part, M, D, eps, r, 0);
-        ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, sched, 0);
+    auto fused = [&](int, ge_config sched) {
+        fused_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(sched));
+        fused_rms_finish(part, M, D, eps, r, 0);
+        fused_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(sched));
     };
     separate(0);
     enum { NV = 2 };
-    const ge_sched var[NV] = {GE_SCHED_COOP256, GE_SCHED_PP128};
+    const ge_config var[NV] = {GE_COOP_256, GE_PINGPONG_128};
     const char *vname[NV] = {"cooperative", "ping-pong"};
-    const ge_sched dflt = ge_pick(GE_RESIDUAL, M, D, D); /* K_res's (the row-scaled GEMM: ge_pick(GE_FUSED, ...)) */
+    /* K_res's (the row-scaled GEMM: ge_pick(GE_FUSED, ...)) */
+    const ge_config dflt = ge_pick(GE_RESIDUAL, M, D, D, ge_num_sms());
     double err[NV];
     for (int k = 0; k < NV; k++) {
         CK(cudaMemset(Z2, 0xFF, nx * 2)); /* NaN: an unwritten element shows */
@@ -504,19 +496,19 @@ static void bench_norm_pattern(int M, int D) {
     printf("%6d %5d   2 bare cuBLAS GEMMs %7.3f ms   cuBLAS + separate %7.3f ms (%.3fx)   ours:", M, D, t[0], t[1],
            t[1] / t[0]);
     for (int k = 0; k < NV; k++)
-        printf("%s %s%s %7.3f ms (%.3fx)", k ? "," : "", vname[k], var[k] == dflt ? " (the default)" : "", t[2 + k],
+        printf("%s %s%s %7.3f ms (%.3fx)", k ? "," : "", vname[k], ge_config_eq(var[k], dflt) ? " (the default)" : "", t[2 + k],
                t[2 + k] / t[0]);
     printf("   rel err");
     for (int k = 0; k < NV; k++) printf(" %.1e", err[k]);
     printf("\n");
     /* the parts of ours on either schedule, against one bare GEMM */
     const std::vector<double> u = bt_time_each({[&](int) { cublas_gemm(GE_ABT, X, W1, T, CUDA_R_16BF, M, D, D, 0.0f); },
-                                            [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, GE_SCHED_AUTO, 0); },
-                                            [&](int) { ge_rms_finish(part, M, D, eps, r, 0); },
-                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, GE_SCHED_COOP256, 0); },
-                                            [&](int) { ge_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, GE_SCHED_PP128, 0); },
-                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, GE_SCHED_COOP256, 0); },
-                                            [&](int) { ge_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, GE_SCHED_PP128, 0); }});
+                                            [&](int) { ge_gemm_bf16(GE_ABT, X, W1, T, M, D, D, on(GE_AUTO)); },
+                                            [&](int) { fused_rms_finish(part, M, D, eps, r, 0); },
+                                            [&](int) { fused_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(GE_COOP_256)); },
+                                            [&](int) { fused_gemm_res_norm(X, W1, res, gamma, H, Y, part, M, D, D, on(GE_PINGPONG_128)); },
+                                            [&](int) { fused_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(GE_COOP_256)); },
+                                            [&](int) { fused_gemm_rowscale(Y, W2, r, Z2, 0, M, D, D, on(GE_PINGPONG_128)); }});
     printf("%6d %5d   parts: one cuBLAS GEMM %7.3f ms, ours plain %7.3f ms (%.3fx), r %7.3f ms; K_res: cooperative "
            "%7.3f ms (%.3fx), ping-pong %7.3f ms (%.3fx); row-scaled GEMM: cooperative %7.3f ms (%.3fx), ping-pong "
            "%7.3f ms (%.3fx)\n",
@@ -535,7 +527,7 @@ static const char usage[] =
     "                       p  the same on ping-pong 128 x 128 throughout\n"
     "                       2  epilogue overhead: an extra output tile + a row partial, and K_res, vs the plain GEMM\n"
     "                       e  the extra-tile epilogue on ping-pong 128 x 128, parts left out\n"
-    "                       E  the same on cooperative 128 x 256 (also the tile held in registers)\n"
+    "                       E  the same on cooperative 128 x 256\n"
     "                       k  K_res on ping-pong, parts left out\n"
     "                       3  GEMM-residual-RMSNorm-GEMM: K_res + r + row-scaled GEMM vs two cuBLAS GEMMs\n"
     "  GE_BENCH_D=n       section 3 for D = n only (2048, 4096 or 8192)\n"
@@ -566,10 +558,10 @@ int main(int argc, char **argv) {
 
     /* Section 1 on the default schedule; sections "c" and "p": the same with cooperative 128 x 256 or ping-pong
      * 128 x 128 throughout. */
-    const struct { char key; ge_sched sched; const char *name; } s1[] = {
-        {'c', GE_SCHED_COOP256, "cooperative 128 x 256"},
-        {'p', GE_SCHED_PP128, "ping-pong 128 x 128"},
-        {'1', GE_SCHED_AUTO, "the default (ge_pick: cooperative 128 x 256; ping-pong 128 x 128 where its waves fill better)"}};
+    const struct { char key; ge_config sched; const char *name; } s1[] = {
+        {'c', GE_COOP_256, "cooperative 128 x 256"},
+        {'p', GE_PINGPONG_128, "ping-pong 128 x 128"},
+        {'1', GE_AUTO, "the default (ge_pick: cooperative 128 x 256; ping-pong 128 x 128 where its waves fill better)"}};
     const char *sections = getenv("GE_BENCH_SECTIONS") ? getenv("GE_BENCH_SECTIONS") : "123"; /* also: c, p, e, E, k */
     for (auto &c : s1) {
         if (!strchr(sections, c.key)) continue;

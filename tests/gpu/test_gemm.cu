@@ -2,18 +2,17 @@
  * random inputs (seed printed; GE_SEED=n repeats a run):
  * - the plain GEMM in the three layouts, bf16 out, fp32 out and fp32 accumulate, ragged shapes, outputs poisoned
  *   with NaN first and guard zones around them checked for stray writes, on every schedule of gemm.h (cooperative
- *   128 x 256 and 128 x 128, ping-pong 128 x 128, and GE_SCHED_AUTO, which must give the bits of the schedule
- *   ge_pick names); the strided fp32 launcher with padded operands and output (TMA and direct stores);
+ *   128 x 256 and 128 x 128, ping-pong 128 x 128, and GE_AUTO, which must give the bits of the config ge_pick
+ *   names); the strided fp32 launcher with padded operands and output (TMA and direct stores);
  * - each epilogue primitive on its own, through a small program defined here (that a program is a few lines
  *   is the point of the engine): positions, maps, broadcasts, tile load/store, row/column partials, accumulate;
  *   declared outputs (GeProgram: bf16, fp32 and half-width bf16 in one program, staged on each schedule and
  *   stored directly, bit for bit alike); input tiles by TMA (GeTileInTma, as wide as the output or twice, loaded
- *   before the main loop or spread over it) with the output written in place; a held output tile (GeOutHeld)
- *   against the same output staged, bit for bit;
- * - the two fused programs (K_res + the r reduction, the row-scaled GEMM) and their chain vs fp64 references, on
- *   every schedule, the default one bit for bit against the schedule ge_pick names, and K_res's register-residual
- *   variant (GeResNorm on ping-pong, the launcher's path where TMA cannot describe D or the residual) bit for bit
- *   against the TMA one it runs otherwise.
+ *   before the main loop or spread over it) with the output written in place;
+ * - two of the trainer's programs (kernels/cuda/fused: K_res + the r reduction, the row-scaled GEMM) and their
+ *   chain vs fp64 references, on every schedule, the default one bit for bit against the schedule ge_pick names,
+ *   and K_res's register-residual variant (FusedResNorm on ping-pong, the launcher's path where TMA cannot describe
+ *   D or the residual) bit for bit against the TMA one it runs otherwise.
  * The fp64 reference covers a sample of rows (all columns) so that large shapes stay cheap on the CPU. The engine's
  * host side (tensor maps, launchers, ge_pick) comes from build/libtrainer.a. */
 #include <cublas_v2.h>
@@ -27,6 +26,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kernels/cuda/cuda_math.cuh"
+#include "kernels/cuda/fused/fused_coda.h"
+#include "kernels/cuda/fused/fused_programs.cuh"
 #include "kernels/cuda/gemm/gemm_engine.cuh"
 #include "kernels/cuda/gemm/gemm_programs.cuh"
 #include "tests/gpu/cuda_test_check.h"
@@ -196,20 +198,19 @@ static int same_bytes(const void *a, const void *b, size_t bytes) {
     return same;
 }
 
-/* The schedules of gemm.h, by name; GE_SCHED_AUTO names the one ge_pick chose (`picked`). */
-static const char *sched_name(ge_sched s) {
-    switch (s) {
-    case GE_SCHED_COOP256: return "cooperative 128x256";
-    case GE_SCHED_COOP128: return "cooperative 128x128";
-    case GE_SCHED_PP128: return "ping-pong 128x128";
-    default: return "auto";
-    }
-}
-static void sched_tag(char *buf, size_t n, ge_sched s, ge_sched picked) {
-    if (s == GE_SCHED_AUTO)
-        snprintf(buf, n, "auto: %s", sched_name(picked));
+/* A config by name; GE_AUTO names the one ge_pick chose (`picked`). */
+static void sched_tag(char *buf, size_t n, ge_config s, ge_config picked) {
+    char name[64];
+    if (!s.bn)
+        snprintf(buf, n, "auto: %s", ge_config_format(picked, name, sizeof name));
     else
-        snprintf(buf, n, "%s", sched_name(s));
+        snprintf(buf, n, "%s", ge_config_format(s, name, sizeof name));
+}
+
+/* A launch on the default stream with config s. */
+static ge_launch on(ge_config s) {
+    const ge_launch how = {s, 0, NULL};
+    return how;
 }
 
 /* ---------------------------------------------------------------- plain GEMM */
@@ -235,19 +236,19 @@ static void test_plain(ge_layout l, int M, int N, int K) {
     CK(cudaDeviceSynchronize());
     float *cref_acc = get_f32(dRef, nc);
 
-    /* every schedule of the launchers; the default (GE_SCHED_AUTO) first, its outputs kept until the schedule
+    /* every schedule of the launchers; the default (GE_AUTO) first, its outputs kept until the schedule
      * ge_pick names runs, which must give the same bits */
-    const ge_sched picked = ge_pick(GE_PLAIN, M, N, K);
-    static const ge_sched scheds[] = {GE_SCHED_AUTO, GE_SCHED_COOP256, GE_SCHED_COOP128, GE_SCHED_PP128};
+    const ge_config picked = ge_pick(GE_PLAIN, M, N, K, ge_num_sms());
+    static const ge_config scheds[] = {GE_AUTO, GE_COOP_256, GE_COOP_128, GE_PINGPONG_128};
     float *auto16 = NULL, *auto32 = NULL, *auto_acc = NULL;
-    for (ge_sched s : scheds) {
+    for (ge_config s : scheds) {
         char sn[64], tag[160];
         sched_tag(sn, sizeof sn, s, picked);
         snprintf(tag, sizeof tag, "%s %d x %d x %d (%s)", lname(l), M, N, K, sn);
 
         /* bf16 out */
         poison(dC16, nc * 2);
-        ge_gemm_bf16(l, dA, dB, dC16, M, N, K, s, 0);
+        ge_gemm_bf16(l, dA, dB, dC16, M, N, K, on(s));
         CK(cudaDeviceSynchronize());
         float *c16 = get_bf16(dC16, nc);
         double e64 = rel_err_rows(c16, ref, rows, nr, N), eb = rel_err_full(c16, cref, nc);
@@ -257,7 +258,7 @@ static void test_plain(ge_layout l, int M, int N, int K) {
 
         /* fp32 out */
         poison(dC32, nc * 4);
-        ge_gemm_f32(l, dA, dB, dC32, 0, M, N, K, s, 0);
+        ge_gemm_f32(l, dA, dB, dC32, 0, M, N, K, on(s));
         CK(cudaDeviceSynchronize());
         float *c32 = get_f32(dC32, nc);
         e64 = rel_err_rows(c32, ref, rows, nr, N);
@@ -268,7 +269,7 @@ static void test_plain(ge_layout l, int M, int N, int K) {
 
         /* fp32 accumulate: C = C0 + op(A) op(B) */
         CK(cudaMemcpy(dC32, C0, nc * 4, cudaMemcpyHostToDevice));
-        ge_gemm_f32(l, dA, dB, dC32, 1, M, N, K, s, 0);
+        ge_gemm_f32(l, dA, dB, dC32, 1, M, N, K, on(s));
         CK(cudaDeviceSynchronize());
         float *cacc = get_f32(dC32, nc);
         e64 = rel_err_rows(cacc, ref_acc, rows, nr, N);
@@ -276,11 +277,11 @@ static void test_plain(ge_layout l, int M, int N, int K) {
         CHECK(all_finite(cacc, nc) && guards_intact(dC32, nc * 4) && e64 < tol32(K) && eb < tol32(K),
               "plain %s fp32 accumulate (C += ...): rel err vs fp64 %.2e, vs cuBLAS beta=1 %.2e", tag, e64, eb);
 
-        if (s == GE_SCHED_AUTO) {
+        if (!s.bn) {
             auto16 = c16, auto32 = c32, auto_acc = cacc;
             continue;
         }
-        if (s == picked) {
+        if (ge_config_eq(s, picked)) {
             const size_t bytes = nc * sizeof(float);
             const int same = memcmp(auto16, c16, bytes) == 0 && memcmp(auto32, c32, bytes) == 0 &&
                              memcmp(auto_acc, cacc, bytes) == 0;
@@ -307,7 +308,7 @@ static float *padded(const float *a, int rows, int cols, long ld, float pad) {
  * NaN (read into any product, it would show); the output's padding is poisoned and must stay as it was. C and
  * C += C0 must equal the packed launcher's bits on the same schedule (the same products, one rounding each). ldc a
  * multiple of 4 floats: TMA stores and add-reduces; 2 floats more: direct stores (TMA cannot describe the rows). */
-static void test_strided(ge_layout l, int M, int N, int K, ge_sched sched) {
+static void test_strided(ge_layout l, int M, int N, int K, ge_config sched) {
     const int ra = l == GE_ATB ? K : M, ca = l == GE_ATB ? M : K; /* A as stored: ra rows of ca */
     const int rb = l == GE_ABT ? N : K, cb = l == GE_ABT ? K : N; /* B as stored */
     const long lda = ca + 24, ldb = cb + 40;
@@ -318,11 +319,11 @@ static void test_strided(ge_layout l, int M, int N, int K, ge_sched sched) {
     void *dAs = dev_bf16(As, (size_t)ra * lda), *dBs = dev_bf16(Bs, (size_t)rb * ldb);
     float *dC = (float *)dev_alloc(nc * 4);
     poison(dC, nc * 4);
-    ge_gemm_f32(l, dA, dB, dC, 0, M, N, K, sched, 0);
+    ge_gemm_f32(l, dA, dB, dC, 0, M, N, K, on(sched));
     CK(cudaDeviceSynchronize());
     float *want = get_f32(dC, nc);
     CK(cudaMemcpy(dC, C0, nc * 4, cudaMemcpyHostToDevice));
-    ge_gemm_f32(l, dA, dB, dC, 1, M, N, K, sched, 0);
+    ge_gemm_f32(l, dA, dB, dC, 1, M, N, K, on(sched));
     CK(cudaDeviceSynchronize());
     float *want_acc = get_f32(dC, nc);
 
@@ -338,7 +339,7 @@ static void test_strided(ge_layout l, int M, int N, int K, ge_sched sched) {
             if (acc)
                 for (int m = 0; m < M; m++) memcpy(h + (size_t)m * ldc, C0 + (size_t)m * N, (size_t)N * 4);
             CK(cudaMemcpy(dCs, h, ns * 4, cudaMemcpyHostToDevice));
-            ge_gemm_f32_strided(l, dAs, lda, dBs, ldb, dCs, ldc, acc, M, N, K, sched, 0);
+            ge_gemm_f32_strided(l, dAs, lda, dBs, ldb, dCs, ldc, acc, M, N, K, on(sched));
             CK(cudaDeviceSynchronize());
             CK(cudaMemcpy(h, dCs, ns * 4, cudaMemcpyDeviceToHost));
             const float *w = acc ? want_acc : want;
@@ -348,10 +349,11 @@ static void test_strided(ge_layout l, int M, int N, int K, ge_sched sched) {
                 for (size_t b = 0; b < (size_t)(ldc - N) * 4; b++) badpad += pad[b] != 0xFF;
             }
         }
+        char sn[64];
         CHECK(bad == 0 && badpad == 0 && guards_intact(dCs, ns * 4),
               "strided fp32 %s %d x %d x %d (%s; lda %ld, ldb %ld, ldc %ld: %s): C and C += equal the packed "
               "launcher's bits (%zu row mismatches), padding untouched (%zu bytes changed), guards intact",
-              lname(l), M, N, K, sched_name(sched), lda, ldb, ldc, v ? "direct stores" : "TMA", bad, badpad);
+              lname(l), M, N, K, ge_config_format(sched, sn, sizeof sn), lda, ldb, ldc, v ? "direct stores" : "TMA", bad, badpad);
         free(h);
         dev_free(dCs);
     }
@@ -378,7 +380,7 @@ struct PMap : GeEpilogue {
         for (int h = 0; h < 2; h++) {
             ge_store(p.out1, t.N, t, h, col, ge_add(ge_scale(v[h], 2.0f), make_float2(1.0f, 1.0f)));
             const float th = 0.01f * (col / 2) + 0.001f * t.row[h];
-            ge_store(p.out2, t.N, t, h, col, ge_rotate(v[h], __cosf(th), __sinf(th)));
+            ge_store(p.out2, t.N, t, h, col, rope_rotate(v[h], __cosf(th), __sinf(th)));
         }
     }
 };
@@ -423,36 +425,6 @@ struct PColPart : GeEpilogue {
     __device__ void end(const Params &p, const GeTile &t) { ge_col_partial_store(p.pcol, t.N, t, GE_BN); }
 };
 
-/* Primitive 3 (a held output tile): C = bf16(acc) staged by GeOut; H = bf16(2 acc + 1) held in registers and
- * stored during the next tile's main loop (GeOutHeld, cooperative 128 x 256), or with HELD = false staged and
- * stored in the epilogue like C. The two H must agree bit for bit. */
-template <bool HELD>
-struct PHeld : GeEpilogue {
-    static constexpr int kStageUnits = HELD ? 1 : 2;
-    static constexpr bool kHeldOutputs = HELD;
-    struct Params { GeOut<bf16> C, H; };
-    static bool direct(const Params &p) { return !p.C.tma || !p.H.tma; }
-    GeOutHeld<GE_BN> held;
-    __device__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-        float2 c[2] = {v[0], v[1]}, h[2] = {ge_add(ge_scale(v[0], 2.0f), make_float2(1.0f, 1.0f)),
-                                            ge_add(ge_scale(v[1], 2.0f), make_float2(1.0f, 1.0f))};
-        ge_out_put(p.C, t, 0, col, c);
-        if (HELD)
-            held.put(p.H, t, col, h);
-        else
-            ge_out_put(p.H, t, 1, col, h);
-    }
-    __device__ void flush(const Params &p, const GeTile &t) {
-        ge_out_flush(p.C, t, 0);
-        if (!HELD) ge_out_flush(p.H, t, 1);
-    }
-    __device__ void end(const Params &, const GeTile &t) {
-        if (HELD) held.hold(t);
-    }
-    __device__ bool stage_held(const Params &, const GeTile &t, int kb, int nk) { return HELD && held.stage(t, kb, nk); }
-    __device__ void flush_held(const Params &p, const GeTile &t) { held.flush(p.H, t); }
-};
-
 /* Declared outputs (GeProgram): three staged outputs of three kinds in one program, each at its own staging units
  * (1 + 2 + 1): Y = acc (bf16), Y2 = 2 acc (fp32), and the half-width output H[row, col/2] = silu(Y[row, col])
  * Y[row, col + 1] (one bf16 value per column pair, from Y as stored, as SwiGLU's forward makes it). */
@@ -462,7 +434,7 @@ struct POuts : GeProgram<GeOut<bf16>, GeOut<float>, GeOut<bf16, 16>> {
         float2 w[2] = {ge_scale(v[0], 2.0f), ge_scale(v[1], 2.0f)};
         ge_put<1>(p.out, t, col, w);
         ge_put<0>(p.out, t, col, v); /* v becomes Y as stored */
-        float a[2] = {ge_silu_mul(v[0]), ge_silu_mul(v[1])};
+        float a[2] = {swiglu_approx(v[0]), swiglu_approx(v[1])};
         ge_put<2>(p.out, t, col, a);
     }
 };
@@ -683,7 +655,7 @@ static void test_primitives(int M, int N, int K) {
 }
 
 /* Declared outputs (POuts) on each schedule at its own tile width, staged and stored by TMA, and on the direct
- * path (ge_out_direct: stored from registers, cooperative 128 x 256), which must give the staged run's bits on
+ * path (outputs with tma = 0: stored from registers, cooperative 128 x 256), which must give the staged run's bits on
  * the same tiles. N a multiple of 16 (the half-width output's rows then fill whole 16-byte units, as TMA needs). */
 static void test_outputs(int M, int N, int K) {
     const size_t nc = (size_t)M * N, nh = (size_t)M * (N / 2);
@@ -700,15 +672,11 @@ static void test_outputs(int M, int N, int K) {
     for (int cfg = 0; cfg < 4; cfg++) {
         poison(dY, nc * 2), poison(dY2, nc * 4), poison(dH, nh * 2);
         POuts::Params p = {};
-        if (cfg < 3) {
-            p.out.head = ge_out((bf16 *)dY, M, N, N);
-            p.out.tail.head = ge_out(dY2, M, N, N);
-            p.out.tail.tail.head = ge_out_as<GeOut<bf16, 16>>((bf16 *)dH, M, N / 2, N / 2);
-        } else {
-            p.out.head = ge_out_direct((bf16 *)dY, N);
-            p.out.tail.head = ge_out_direct<GeOut<float>>(dY2, N);
-            p.out.tail.tail.head = ge_out_direct<GeOut<bf16, 16>>((bf16 *)dH, N / 2);
-        }
+        p.out.head = ge_out((bf16 *)dY, M, N, N);
+        p.out.tail.head = ge_out(dY2, M, N, N);
+        p.out.tail.tail.head = ge_out_as<GeOut<bf16, 16>>((bf16 *)dH, M, N / 2, N / 2);
+        if (cfg == 3) /* stored straight from registers, as where TMA cannot describe an output */
+            p.out.head.tma = p.out.tail.head.tma = p.out.tail.tail.head.tma = 0;
         const int tma = p.out.head.tma && p.out.tail.head.tma && p.out.tail.tail.head.tma;
         if (cfg == 1)
             ge_run<POuts, GE_ABT, 128, GE_COOP>(c.dA, K, c.dB, K, M, N, K, p, 0);
@@ -806,32 +774,6 @@ static void test_in_tile(int M, int N, int K) {
     in_tile_case<PInWide<256>, 256, GE_COOP, 2>(c, M, N, K, 2L * N + 1, "twice as wide, into registers");
 }
 
-/* The held output (GeOutHeld) against the same output staged in the epilogue, bit for bit, and against fp64 on
- * sampled rows. Shapes: more tiles than CTAs (a tile's held output is stored during the CTA's next main loop; the
- * last one's after the loop), one k-block (every chunk after the only k-block), ragged edges, and a row stride TMA
- * cannot describe (the direct path: nothing held). */
-static void test_held(int M, int N, int K) {
-    const size_t nc = (size_t)M * N;
-    const AbtCase c(M, N, K);
-    double *ref = (double *)calloc((size_t)c.nr * N, sizeof(double));
-    for (int i = 0; i < c.nr; i++)
-        for (int n = 0; n < N; n++) ref[(size_t)i * N + n] = 2 * c.acc[(size_t)i * N + n] + 1;
-    void *dC = dev_alloc(nc * 2), *dH = dev_alloc(nc * 2), *dC2 = dev_alloc(nc * 2), *dH2 = dev_alloc(nc * 2);
-    const long tiles = (long)((M + GE_BM - 1) / GE_BM) * ((N + GE_BN - 1) / GE_BN);
-    poison(dC, nc * 2), poison(dH, nc * 2), poison(dC2, nc * 2), poison(dH2, nc * 2);
-    run_abt<PHeld<false>>(c.dA, c.dB, M, N, K, {ge_out((bf16 *)dC2, M, N, N), ge_out((bf16 *)dH2, M, N, N)});
-    run_abt<PHeld<true>>(c.dA, c.dB, M, N, K, {ge_out((bf16 *)dC, M, N, N), ge_out((bf16 *)dH, M, N, N)});
-    float *h = get_bf16(dH, nc);
-    const double e = rel_err_rows(h, ref, c.rows, c.nr, N);
-    const int same = same_bytes(dH, dH2, nc * 2) && same_bytes(dC, dC2, nc * 2);
-    CHECK(all_finite(h, nc) && guards_intact(dH, nc * 2) && guards_intact(dC, nc * 2) && same && e < 5e-3,
-          "held output %d x %d x %d (%ld tiles, %d k-blocks%s): 2*acc+1 rel err %.2e, equal to the staged output "
-          "bit for bit: %s", M, N, K, tiles, (K + GE_BK - 1) / GE_BK, N % 8 ? ", direct stores" : "", e,
-          same ? "yes" : "no");
-    free(h), free(ref);
-    dev_free(dC), dev_free(dH), dev_free(dC2), dev_free(dH2);
-}
-
 /* ---------------------------------------------------------------- the fused programs */
 
 /* The outputs of one run of the fused chain. */
@@ -859,8 +801,8 @@ struct ChainOut {
 
 /* K_res + r, then Z = r * (O . W2^T) (bf16 and fp32), on each schedule, vs fp64 references of the unfused math on
  * sampled rows. The default schedule must give the bits of the schedules ge_pick names (K_res's and the row-scaled
- * GEMM's); on ping-pong, GeResNorm<128> (the residual by direct loads, the launcher's path where TMA cannot
- * describe D or the residual) must give GeResNormTma's D, O and partials (the same arithmetic). */
+ * GEMM's); on ping-pong, FusedResNorm<128> (the residual by direct loads, the launcher's path where TMA cannot
+ * describe D or the residual) must give FusedResNormTma's D, O and partials (the same arithmetic). */
 static void test_fused(int M, int N, int K, int N2) {
     const float eps = 1e-5f;
     const size_t nd = (size_t)M * N, nz = (size_t)M * N2;
@@ -869,11 +811,11 @@ static void test_fused(int M, int N, int K, int N2) {
     void *dA = dev_bf16(A, (size_t)M * K), *dW = dev_bf16(W, (size_t)N * K), *dres = dev_bf16(res, nd);
     void *dW2 = dev_bf16(W2, (size_t)N2 * N);
     float *dgamma = dev_f32(gamma, N);
-    auto chain = [&](ge_sched s_kres, ge_sched s_z, const ChainOut &o) {
-        ge_gemm_res_norm(dA, dW, dres, dgamma, o.D, o.O, o.part, M, N, K, s_kres, 0);
-        ge_rms_finish(o.part, M, N, eps, o.r, 0);
-        ge_gemm_rowscale(o.O, dW2, o.r, o.Z16, 0, M, N2, N, s_z, 0);
-        ge_gemm_rowscale(o.O, dW2, o.r, o.Z32, 1, M, N2, N, s_z, 0);
+    auto chain = [&](ge_config s_kres, ge_config s_z, const ChainOut &o) {
+        fused_gemm_res_norm(dA, dW, dres, dgamma, o.D, o.O, o.part, M, N, K, on(s_kres));
+        fused_rms_finish(o.part, M, N, eps, o.r, 0);
+        fused_gemm_rowscale(o.O, dW2, o.r, o.Z16, 0, M, N2, N, on(s_z));
+        fused_gemm_rowscale(o.O, dW2, o.r, o.Z32, 1, M, N2, N, on(s_z));
         CK(cudaDeviceSynchronize());
     };
 
@@ -901,14 +843,17 @@ static void test_fused(int M, int N, int K, int N2) {
         }
     double *zo = (double *)calloc((size_t)nr * N2, sizeof(double));
 
-    const ge_sched pick_kres = ge_pick(GE_RESIDUAL, M, N, K), pick_z = ge_pick(GE_FUSED, M, N2, N);
-    static const ge_sched scheds[] = {GE_SCHED_PP128, GE_SCHED_COOP256, GE_SCHED_COOP128, GE_SCHED_AUTO};
-    for (ge_sched s : scheds) {
-        char sn[96];
-        if (s == GE_SCHED_AUTO)
-            snprintf(sn, sizeof sn, "auto: K_res %s, row-scaled GEMM %s", sched_name(pick_kres), sched_name(pick_z));
+    const ge_config pick_kres = ge_pick(GE_RESIDUAL, M, N, K, ge_num_sms());
+    const ge_config pick_z = ge_pick(GE_FUSED, M, N2, N, ge_num_sms());
+    /* the configs the fused programs are instantiated for (ge_run_fused), and the default */
+    static const ge_config scheds[] = {GE_PINGPONG_128, GE_COOP_256, GE_AUTO};
+    for (ge_config s : scheds) {
+        char sn[160], n1[64], n2[64];
+        if (!s.bn)
+            snprintf(sn, sizeof sn, "auto: K_res %s, row-scaled GEMM %s", ge_config_format(pick_kres, n1, sizeof n1),
+                     ge_config_format(pick_z, n2, sizeof n2));
         else
-            snprintf(sn, sizeof sn, "%s", sched_name(s));
+            snprintf(sn, sizeof sn, "%s", ge_config_format(s, n1, sizeof n1));
         const ChainOut o(M, N, N2);
         chain(s, s, o);
         float *D = get_bf16(o.D, nd), *O = get_bf16(o.O, nd), *r = get_f32(o.r, M);
@@ -942,15 +887,15 @@ static void test_fused(int M, int N, int K, int N2) {
         CHECK(eo32 < tol32(N) && eo16 < 5e-3, "fused row-scaled GEMM alone (%s): fp32 Z rel err %.2e, bf16 Z %.2e",
               sn, eo32, eo16);
 
-        if (s == GE_SCHED_AUTO) { /* the same chain with the schedules ge_pick names */
+        if (!s.bn) { /* the same chain with the schedules ge_pick names */
             const ChainOut e(M, N, N2);
             chain(pick_kres, pick_z, e);
             CHECK(o.same(e, M), "fused %d x %d x %d -> %d: the default schedules give the bits of the ones ge_pick "
                   "names (%s): D, O, partials, r, bf16 and fp32 Z", M, N, K, N2, sn);
         }
-        if (s == GE_SCHED_PP128) { /* K_res with the residual by direct loads, on ping-pong */
+        if (ge_config_eq(s, GE_PINGPONG_128)) { /* K_res with the residual by direct loads, on ping-pong */
             const ChainOut e(M, N, N2);
-            GeResNormParams p = {};
+            FusedResNormParams p = {};
             p.out.head = ge_out((bf16 *)e.D, M, N, N);
             p.out.tail.head = ge_out((bf16 *)e.O, M, N, N);
             p.res = (const bf16 *)dres;
@@ -959,10 +904,10 @@ static void test_fused(int M, int N, int K, int N2) {
             p.ld = N;
             p.ldpart = ge_row_parts(N);
             p.R = ge_out((bf16 *)dres, M, N, N);
-            ge_run_fused<GeResNorm<128>, GeResNorm<>>(dA, K, dW, K, M, N, K, p, GE_SCHED_PP128, 0);
+            ge_run_fused<FusedResNorm<128>, FusedResNorm<256>>(GE_RESIDUAL, dA, K, dW, K, M, N, K, p, on(GE_PINGPONG_128));
             CK(cudaDeviceSynchronize());
             CHECK(o.same(e, M, true) && guards_intact(e.D, nd * 2) && guards_intact(e.O, nd * 2),
-                  "fused K_res %d x %d x %d on ping-pong: the residual by direct loads (GeResNorm<128>) gives the "
+                  "fused K_res %d x %d x %d on ping-pong: the residual by direct loads (FusedResNorm<128>) gives the "
                   "TMA variant's D, O and partials bit for bit", M, N, K);
         }
         free(D), free(O), free(r), free(Z16), free(Z32);
@@ -1024,7 +969,7 @@ int main(void) {
     test_plain(GE_ATB, 8, 16, 1);
     test_plain(GE_ATB, 264, 520, 100);
     /* the strided fp32 launcher: each layout on the two tile widths */
-    for (ge_sched s : {GE_SCHED_COOP256, GE_SCHED_PP128}) {
+    for (ge_config s : {GE_COOP_256, GE_PINGPONG_128}) {
         test_strided(GE_ABT, 1001, 777, 136, s);
         test_strided(GE_AB, 333, 264, 72, s);
         test_strided(GE_ATB, 264, 520, 100, s);
@@ -1036,10 +981,6 @@ int main(void) {
     test_outputs(4000, 2064, 200); /* more tiles than SMs: staging buffers rotate across tiles */
     test_in_tile(1000, 776, 136);   /* 3 k-blocks: most slots load after the last one */
     test_in_tile(2000, 2064, 1280); /* 20 k-blocks: one slot per k-block */
-    test_held(4000, 2056, 136); /* 32 x 9 tiles */
-    test_held(2048, 4096, 64);  /* 16 x 16 tiles, one k-block */
-    test_held(1000, 777, 200);  /* row stride of 1554 bytes: direct */
-    test_held(300, 520, 1000);  /* fewer tiles than SMs */
 
     /* The fused programs on each schedule (AUTO: ping-pong at these sizes), on three shapes, one with a ragged last
      * tile row (1001 rows). */

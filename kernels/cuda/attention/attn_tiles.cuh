@@ -19,7 +19,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/cuda_common.cuh"
-#include "kernels/cuda/gemm/gemm_ptx.cuh"
+#include "kernels/cuda/hopper/hopper_ptx.cuh"
 
 #define ATTN_THREADS 384 /* one producer warpgroup and two consumer warpgroups */
 #define ATTN_LOG2E 1.4426950408889634f

@@ -23,35 +23,31 @@ struct NormBwdArgs {
     int M, N, K;
 };
 
-/* The program on G = dZ . W (A.B: M x K x N), cooperative 128 x BN. */
-template <int BN, bool ACC, bool LMHEAD>
-static void norm_backward_run(const NormBwdArgs &g) {
-    typename FusedNormBwd<BN, ACC, LMHEAD>::Params p = {};
-    if constexpr (ACC)
-        p.R = ge_out((bf16 *)g.dres, g.M, g.K, g.K);
-    else
-        p.out.head = ge_out((bf16 *)g.dres, g.M, g.K, g.K);
-    p.x = (const bf16 *)g.x;
-    p.ldx = g.K;
-    p.gamma = g.gamma;
-    p.r = g.r;
-    p.c = g.c;
-    p.part = g.part;
-    p.inv_n = 1.0f / (float)g.K;
-    p.s = g.s;
-    p.a = g.a;
-    p.target = g.target;
-    p.W = (const bf16 *)g.W;
-    p.V = g.N;
-    ge_run<FusedNormBwd<BN, ACC, LMHEAD>, GE_AB, BN, GE_COOP>(g.dZ, g.ldz, g.W, g.K, g.M, g.K, g.N, p, cuda_stream());
-}
-
+/* The program on G = dZ . W (A.B: M x K x N), cooperative 128 x 256 or 128 x 128 (ge_pick's). */
 template <bool ACC, bool LMHEAD>
-static void norm_backward_tile(const NormBwdArgs &g) {
-    if (ge_pick(GE_COOP_ONLY, g.M, g.K, g.N) == GE_SCHED_COOP256)
-        norm_backward_run<256, ACC, LMHEAD>(g);
-    else
-        norm_backward_run<128, ACC, LMHEAD>(g);
+static void norm_backward_run(const NormBwdArgs &g, const ge_launch &how) {
+    ge_dispatch<GE_CFG_COOP_256 | GE_CFG_COOP_128>(ge_config_of(how, GE_COOP_ONLY, g.M, g.K, g.N), [&](auto cfg) {
+        using C = decltype(cfg);
+        using Program = FusedNormBwd<C::kBN, ACC, LMHEAD>;
+        typename Program::Params p = {};
+        if constexpr (ACC)
+            p.R = ge_out((bf16 *)g.dres, g.M, g.K, g.K);
+        else
+            p.out.head = ge_out((bf16 *)g.dres, g.M, g.K, g.K);
+        p.x = (const bf16 *)g.x;
+        p.ldx = g.K;
+        p.gamma = g.gamma;
+        p.r = g.r;
+        p.c = g.c;
+        p.part = g.part;
+        p.inv_n = 1.0f / (float)g.K;
+        p.s = g.s;
+        p.a = g.a;
+        p.target = g.target;
+        p.W = (const bf16 *)g.W;
+        p.V = g.N;
+        ge_run<Program, GE_AB, C::kBN, C::kSched>(g.dZ, g.ldz, g.W, g.K, g.M, g.K, g.N, p, how.stream, how.print_as);
+    });
 }
 
 /* gemm_norm_backward's fused path, shared with the LM head (target != NULL: dZ is its E, and s, a, target go to
@@ -62,12 +58,13 @@ extern "C" void fused_norm_backward(const void *dZ, long ldz, const void *W, con
                          const float *s, const float *a, const int32_t *target) {
     if (M <= 0) return;
     const NormBwdArgs g = {dZ, ldz, W, gamma, r, c, x, dres, part, s, a, target, M, N, K};
+    const ge_launch how = cuda_gemm_launch(target ? "lm_head_train (E . W)" : "gemm_norm_backward");
     if (target)
-        norm_backward_tile<false, true>(g);
+        norm_backward_run<false, true>(g, how);
     else if (accumulate)
-        norm_backward_tile<true, false>(g);
+        norm_backward_run<true, false>(g, how);
     else
-        norm_backward_tile<false, false>(g);
+        norm_backward_run<false, false>(g, how);
     cuda_column_sum_add(part, cdiv(M, GE_BM), dgamma, K);
 }
 
@@ -88,18 +85,22 @@ extern "C" void cudaf_gemm_norm_backward(const void *dZ, const void *W, const fl
     fused_norm_backward(dZ, N, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K, part, NULL, NULL, NULL);
 }
 
-template <int BN>
 static void swiglu_backward_run(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ,
                                 void *act, float *part, int nparts, int M, int D, int F) {
-    typename FusedSwiGLUBwd<BN>::Params p = {};
-    p.out.head = ge_out((bf16 *)act, M, F, F);
-    p.Z = (const bf16 *)Z;
-    p.dZ = (bf16 *)dZ;
-    p.ldz = 2L * F;
-    p.r = r;
-    p.part = part;
-    p.ldpart = nparts;
-    ge_run<FusedSwiGLUBwd<BN>, GE_AB, BN, GE_COOP>(dY, D, W_down, F, M, F, D, p, cuda_stream());
+    const ge_launch how = cuda_gemm_launch("gemm_swiglu_backward");
+    ge_dispatch<GE_CFG_COOP_256 | GE_CFG_COOP_128>(ge_config_of(how, GE_COOP_ONLY, M, F, D), [&](auto cfg) {
+        using C = decltype(cfg);
+        using Program = FusedSwiGLUBwd<C::kBN>;
+        typename Program::Params p = {};
+        p.out.head = ge_out((bf16 *)act, M, F, F);
+        p.Z = (const bf16 *)Z;
+        p.dZ = (bf16 *)dZ;
+        p.ldz = 2L * F;
+        p.r = r;
+        p.part = part;
+        p.ldpart = nparts;
+        ge_run<Program, GE_AB, C::kBN, C::kSched>(dY, D, W_down, F, M, F, D, p, how.stream, how.print_as);
+    });
 }
 
 /* the row partials of c */
@@ -116,10 +117,7 @@ extern "C" void cudaf_gemm_swiglu_backward(const void *dY, const void *W_down, c
     }
     const int nparts = ge_row_parts(F);
     float *part = (float *)cuda_workspace(cudaf_swiglu_backward_workspace(M, F));
-    if (ge_pick(GE_COOP_ONLY, M, F, D) == GE_SCHED_COOP256)
-        swiglu_backward_run<256>(dY, W_down, Z, r, dZ, act, part, nparts, M, D, F);
-    else
-        swiglu_backward_run<128>(dY, W_down, Z, r, dZ, act, part, nparts, M, D, F);
+    swiglu_backward_run(dY, W_down, Z, r, dZ, act, part, nparts, M, D, F);
     cuda_row_sum(part, nparts, M, c);
 }
 
@@ -128,31 +126,26 @@ extern "C" void cudaf_gemm_dx(const void *dY, const void *W, void *dX, int M, in
         cuda_gemm_dx(dY, W, dX, M, N, K);
         return;
     }
-    ge_gemm_bf16(GE_AB, dY, W, dX, M, K, N, GE_SCHED_AUTO, cuda_stream()); /* [M, N] . [N, K] */
+    ge_gemm_bf16(GE_AB, dY, W, dX, M, K, N, cuda_gemm_launch("gemm_dx")); /* [M, N] . [N, K] */
 }
 
-/* dW [N, K] (+)= ([M, N]^T . [M, K]) * col_scale on 128 x BN tiles, schedule SCHED; part: FusedDw's. */
-template <int BN, int SCHED, bool ACC>
-static void dw_run(const void *dY, const void *X, const float *col_scale, float *dW, float *part, int M, int N, int K) {
-    typename FusedDw<BN, ACC>::Params p = {};
-    if constexpr (ACC)
-        p.out.head = ge_out_as<GeOut<float, 32, true>>(dW, N, K, K);
-    else
-        p.out.head = ge_out(dW, N, K, K);
-    p.scale = col_scale;
-    p.part = part;
-    p.ldpart = ge_row_parts(K);
-    ge_run<FusedDw<BN, ACC>, GE_ATB, BN, SCHED>(dY, N, X, K, N, K, M, p, cuda_stream());
-}
-
+/* dW [N, K] (+)= ([M, N]^T . [M, K]) * col_scale, on ge_pick's config for a plain GEMM; part: FusedDw's. */
 template <bool ACC>
-static void dw_sched(const void *dY, const void *X, const float *col_scale, float *dW, float *part, int M, int N,
-                     int K) {
-    switch (ge_pick(GE_PLAIN, N, K, M)) {
-    case GE_SCHED_PP128: dw_run<128, GE_PINGPONG, ACC>(dY, X, col_scale, dW, part, M, N, K); break;
-    case GE_SCHED_COOP128: dw_run<128, GE_COOP, ACC>(dY, X, col_scale, dW, part, M, N, K); break;
-    default: dw_run<256, GE_COOP, ACC>(dY, X, col_scale, dW, part, M, N, K);
-    }
+static void dw_run(const void *dY, const void *X, const float *col_scale, float *dW, float *part, int M, int N, int K) {
+    const ge_launch how = cuda_gemm_launch("gemm_dw");
+    ge_dispatch<GE_CFG_ALL>(ge_config_of(how, GE_PLAIN, N, K, M), [&](auto cfg) {
+        using C = decltype(cfg);
+        using Program = FusedDw<C::kBN, ACC>;
+        typename Program::Params p = {};
+        if constexpr (ACC)
+            p.out.head = ge_out_as<GeOut<float, 32, true>>(dW, N, K, K);
+        else
+            p.out.head = ge_out(dW, N, K, K);
+        p.scale = col_scale;
+        p.part = part;
+        p.ldpart = ge_row_parts(K);
+        ge_run<Program, GE_ATB, C::kBN, C::kSched>(dY, N, X, K, N, K, M, p, how.stream, how.print_as);
+    });
 }
 
 /* the row partials of the sum of squares (when it overwrites dW and sums) */
@@ -168,12 +161,12 @@ extern "C" void cudaf_gemm_dw(const void *dY, const void *X, const float *col_sc
         return;
     }
     if (accumulate) {
-        dw_sched<true>(dY, X, col_scale, dW, NULL, M, N, K);
+        dw_run<true>(dY, X, col_scale, dW, NULL, M, N, K);
         if (sq) cuda_sum_squares(dW, (size_t)N * K, sq);
         return;
     }
     const size_t nparts = (size_t)N * ge_row_parts(K);
     float *part = sq ? (float *)cuda_workspace(dw_parts_bytes(N, K)) : NULL;
-    dw_sched<false>(dY, X, col_scale, dW, part, M, N, K);
+    dw_run<false>(dY, X, col_scale, dW, part, M, N, K);
     if (sq) cuda_sum(part, nparts, sq, 0);
 }

@@ -1,8 +1,11 @@
 /* fused_forward.cu: the forward ops of the fused table: the block's GEMMs with their epilogue programs (QKV +
  * RoPE; K_res, then the tiny kernel that turns its partials into r; gate/up + SwiGLU) and the row-scaled GEMM of
- * sampling. A shape the engine cannot take runs the unfused op (fused_ops.h). */
+ * sampling, and fused_coda.h's launchers of K_res, its finish and the row-scaled GEMM. A shape the engine cannot
+ * take runs the unfused op (fused_ops.h). */
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_math.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/cuda/fused/fused_coda.h"
 #include "kernels/cuda/fused/fused_ops.h"
 #include "kernels/cuda/fused/fused_programs.cuh"
 #include "kernels/cuda/gemm/gemm_engine.cuh"
@@ -15,6 +18,45 @@ extern "C" const char *cudaf_shape_note(const KernelShapes *s) {
     if (fused_shape_ok(s->D, s->F, (s->Hq + 2 * s->Hkv) * s->hd, s->Hq * s->hd, s->hd)) return NULL;
     return "this model's dimensions are not all multiples of 8 (or its head dim is not a power of two): the GEMMs the "
            "fused programs cannot take run unfused";
+}
+
+extern "C" void fused_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D,
+                                    void *O, float *part, int M, int N, int K, ge_launch how) {
+    FusedResNormParams p = {};
+    p.out.head = ge_out((bf16 *)D, M, N, N);
+    p.out.tail.head = ge_out((bf16 *)O, M, N, N);
+    p.res = (const bf16 *)res;
+    p.gamma = gamma;
+    p.part = part;
+    p.ld = N;
+    p.ldpart = ge_row_parts(N);
+    p.R = ge_out((bf16 *)res, M, N, N);
+    if (p.out.head.tma && p.R.tma) /* on ping-pong, the residual through shared memory (TMA), D in place over it */
+        ge_run_fused<FusedResNormTma<128>, FusedResNorm<256>>(GE_RESIDUAL, A, K, W, K, M, N, K, p, how);
+    else
+        ge_run_fused<FusedResNorm<128>, FusedResNorm<256>>(GE_RESIDUAL, A, K, W, K, M, N, K, p, how);
+}
+
+static __global__ void rms_finish_kernel(const float *part, int nparts, int M, int N, float eps, float *r) {
+    const int m = blockIdx.x * blockDim.x + threadIdx.x;
+    if (m >= M) return;
+    float s = 0.0f;
+    for (int t = 0; t < nparts; t++) s += part[(long)m * nparts + t];
+    r[m] = rms_scale_approx(s, N, eps);
+}
+
+extern "C" void fused_rms_finish(const float *part, int M, int N, float eps, float *r, cudaStream_t stream) {
+    if (M <= 0) return;
+    rms_finish_kernel<<<(M + 255) / 256, 256, 0, stream>>>(part, ge_row_parts(N), M, N, eps, r);
+    LAUNCH_CHECK("rms_finish_kernel");
+}
+
+extern "C" void fused_gemm_rowscale(const void *O, const void *W, const float *r, void *Z, int z_f32, int M, int N,
+                                    int K, ge_launch how) {
+    if (z_f32)
+        ge_run_fused<FusedRowScale<float>>(GE_FUSED, O, K, W, K, M, N, K, {{ge_out((float *)Z, M, N, N)}, r}, how);
+    else
+        ge_run_fused<FusedRowScale<bf16>>(GE_FUSED, O, K, W, K, M, N, K, {{ge_out((bf16 *)Z, M, N, N)}, r}, how);
 }
 
 /* the row partials of r */
@@ -30,8 +72,8 @@ extern "C" void cudaf_gemm_residual_norm(const void *A, const void *W, const voi
         return;
     }
     float *part = (float *)cuda_workspace(cudaf_residual_norm_workspace(M, N));
-    ge_gemm_res_norm(A, W, res, gamma, h, O, part, M, N, K, GE_SCHED_AUTO, cuda_stream());
-    ge_rms_finish(part, M, N, eps, r, cuda_stream());
+    fused_gemm_res_norm(A, W, res, gamma, h, O, part, M, N, K, cuda_gemm_launch("gemm_residual_norm"));
+    fused_rms_finish(part, M, N, eps, r, cuda_stream());
 }
 
 template <int HD>
@@ -45,7 +87,7 @@ static void rope_run(const void *O, const void *W, const float *r, const float *
     p.n_rope = n_rope_cols;
     p.hd_mask = hd - 1;
     p.T = T;
-    ge_run_fused<FusedRope<HD>>(O, K, W, K, M, N, K, p, GE_SCHED_AUTO, cuda_stream());
+    ge_run_fused<FusedRope<HD>>(GE_FUSED, O, K, W, K, M, N, K, p, cuda_gemm_launch("gemm_rope"));
 }
 
 extern "C" void cudaf_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos,
@@ -73,7 +115,7 @@ extern "C" void cudaf_gemm_swiglu(const void *O, const void *W, const float *r, 
     p.out.head = ge_out((bf16 *)Z, M, 2 * F, 2 * F);
     p.out.tail.head = ge_out_as<GeOut<bf16, 16>>((bf16 *)act, M, F, F);
     p.r = r;
-    ge_run_fused<FusedSwiGLU>(O, K, W, K, M, 2 * F, K, p, GE_SCHED_AUTO, cuda_stream());
+    ge_run_fused<FusedSwiGLU>(GE_FUSED, O, K, W, K, M, 2 * F, K, p, cuda_gemm_launch("gemm_swiglu"));
 }
 
 extern "C" void cudaf_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K) {
@@ -82,5 +124,5 @@ extern "C" void cudaf_gemm_rowscale(const void *O, const void *W, const float *r
         cuda_gemm_rowscale(O, W, r, Y, M, N, K);
         return;
     }
-    ge_gemm_rowscale(O, W, r, Y, 1, M, N, K, GE_SCHED_AUTO, cuda_stream());
+    fused_gemm_rowscale(O, W, r, Y, 1, M, N, K, cuda_gemm_launch("gemm_rowscale"));
 }

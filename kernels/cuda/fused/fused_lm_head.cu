@@ -23,7 +23,6 @@
 #include "kernels/cuda/fused/fused_ops.h"
 #include "kernels/cuda/fused/fused_programs.cuh"
 #include "kernels/cuda/gemm/gemm_engine.cuh"
-#include "kernels/cuda/gemm/gemm_programs.cuh"
 
 #define LM_WARPS 8                        /* rows per block of the row kernels */
 #define LM_CHUNK_BYTES ((size_t)1 << 30) /* the E chunk of training: 4096 rows of Llama 3's vocabulary */
@@ -189,10 +188,11 @@ static void lm_forward_chunk(const void *O, const void *W, const float *r, const
     p.ldpart = nparts;
     LmFinishArgs f = {sc.ps, sc.pze, sc.pmax, nparts, sc.et, sc.zt, r, sc.zref, loss, sc.redo, 0,
                       dscale, STORE ? sc.s : NULL, a, sc.c, (const bf16 *)O, sc.Os, K};
+    const ge_launch how = cuda_gemm_launch(STORE ? "lm_head_train (logits)" : "lm_head_loss (logits)");
     CUDA_CHECK(cudaMemsetAsync(sc.redo, 0, sizeof(int), cuda_stream()));
     for (int pass = 0; pass < 2; pass++) { /* the second returns at once unless the first set redo */
         p.gate = pass ? sc.redo : NULL;
-        ge_run_fused<FusedLmHead<STORE>>(O, K, W, K, C, V, K, p, GE_SCHED_AUTO, cuda_stream());
+        ge_run_fused<FusedLmHead<STORE>>(GE_FUSED, O, K, W, K, C, V, K, p, how);
         f.final_pass = pass;
         lm_finish_kernel<<<row_blocks, 32 * LM_WARPS, 0, cuda_stream()>>>(f, C);
         LAUNCH_CHECK("lm_finish_kernel");
@@ -236,7 +236,8 @@ extern "C" void cudaf_lm_head_train(const void *O, const void *W, const float *r
                             (bf16 *)dres + (size_t)m0 * K, dgamma, 0, rows_c, V, K, sc.part, sc.s, sc.a + m0,
                             targets + m0);
         /* dW [V, K] += E^T . O' (E: [rows_c, V], row stride ldE) */
-        ge_gemm_f32_strided(GE_ATB, sc.E, ldE, sc.Os, K, dW, K, 1, V, K, rows_c, GE_SCHED_AUTO, cuda_stream());
+        ge_gemm_f32_strided(GE_ATB, sc.E, ldE, sc.Os, K, dW, K, 1, V, K, rows_c,
+                            cuda_gemm_launch("lm_head_train (E^T . O')"));
     }
     cuda_rows_scatter_add(target_groups, sc.a, O, dW, M, K);
 }

@@ -1,5 +1,5 @@
 /* fused_ops.h: the operations of kernels.h as the fused CUDA table defines them (kernels_cuda_fused, gathered by
- * fused_kernels.cu): each GEMM runs with its CODA epilogue program (fused_programs.cuh, gemm_programs.cuh). The
+ * fused_kernels.cu): each GEMM runs with its CODA epilogue program (fused_programs.cuh). The
  * engine's operands go through TMA, which needs every feature dimension to be a multiple of 8 elements (and the
  * RoPE program a power-of-two head dim): an op called on a shape it cannot take runs the unfused op instead
  * (cuda_ops.h), so every config trains; fused_shape_ok says which path a model's shapes take. */

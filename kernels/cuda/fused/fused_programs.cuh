@@ -1,14 +1,116 @@
 /* fused_programs.cuh: the CODA epilogue programs of the trainer's fused path (docs/DESIGN.md, "Fused step"), each
  * the arithmetic of one non-attention operation applied to a GEMM's accumulator tile on chip, composed from the
- * primitives of gemm_epilogue.cuh. Forward: QKV + RoPE, gate/up + SwiGLU, the LM head's softmax numerator.
- * Backward: the RMSNorm backward (optionally with the LM head's gradient rows), the SwiGLU backward, the weight
- * gradient with a column scale. (K_res and the plain GEMMs are gemm_programs.cuh's.) */
+ * primitives of gemm_epilogue.cuh, its math from cuda_math.cuh. Forward: K_res (residual + RMSNorm statistics),
+ * the row-scaled GEMM, QKV + RoPE, gate/up + SwiGLU, the LM head's softmax numerator. Backward: the RMSNorm
+ * backward (optionally with the LM head's gradient rows), the SwiGLU backward, the weight gradient with a column
+ * scale. (The plain GEMMs are the engine's, gemm_programs.cuh.) */
 #ifndef FUSED_PROGRAMS_CUH
 #define FUSED_PROGRAMS_CUH
 
+#include "kernels/cuda/cuda_math.cuh"
 #include "kernels/cuda/gemm/gemm_epilogue.cuh"
 
 /* ---------------------------------------------------------------- forward */
+
+/* K_res: D = acc + res (stored bf16); O = D * gamma; part[row, slice] = sum over the slice's columns of D^2 (D as
+ * stored). The residual tile is prefetched into L2 before the main loop and read into registers all at once at the
+ * epilogue (GeTileIn); gamma's slice is fetched before the main loop and read from shared memory (GeColStage).
+ * FusedResNormTma (below) is the faster variant where TMA can describe D and the residual. */
+struct FusedResNormParams {
+    GeOutputs<GeOut<bf16>, GeOut<bf16>> out; /* D, O */
+    const bf16 *res;
+    const float *gamma;
+    float *part;
+    long ld;     /* row stride of res */
+    long ldpart; /* row stride of part (partials per row) */
+    GeOut<bf16> R; /* the residual as a TMA source (FusedResNormTma; unused by FusedResNorm) */
+};
+template <int BN> /* the tile width it runs with */
+struct FusedResNorm : GeProgram<GeOut<bf16>, GeOut<bf16>> {
+    static constexpr int kVecFloats = BN; /* gamma */
+    using Params = FusedResNormParams;
+    GeRowPartial<GeSum> ss;
+    GeTileIn<BN> res; /* the whole tile: BN/4 registers, all loads in flight at once */
+    GeColStage<BN> gamma;
+    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
+        ge_prefetch_tile(p.res, p.ld, t, BN);
+        gamma.fetch(p.gamma, t);
+    }
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
+        ss.reset();
+        res.start(p.res, p.ld, t);
+        gamma.publish(t);
+    }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        const float2 g = gamma.get(t, col);
+        float2 d[2] = {ge_add(v[0], res.get(t, 0)), ge_add(v[1], res.get(t, 1))};
+        ge_put<0>(p.out, t, col, d);
+        float2 o[2];
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            ss.add(t, h, col, ge_mul(d[h], d[h]));
+            o[h] = ge_mul(d[h], g);
+        }
+        ge_put<1>(p.out, t, col, o);
+    }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
+};
+
+/* K_res with the residual brought in by TMA into the consumer's shared input staging before its main loop
+ * (GeTileInTma: both row blocks of a ping-pong tile; no registers, no ring stages; the ring drops to 4 stages),
+ * D written in place over it and stored from there; only O has GeOut staging. Needs D and R describable by TMA
+ * (the launcher checks). */
+template <int BN>
+struct FusedResNormTma : GeProgram<GeOut<bf16>> {
+    static constexpr int kInUnits = GeTileInTma<BN>::kUnits; /* the residual, then D */
+    static constexpr int kVecFloats = BN;                    /* gamma */
+    using Params = FusedResNormParams;
+    static bool direct(const Params &p) { return !p.out.tail.head.tma; } /* O; D and R are TMA targets */
+    GeRowPartial<GeSum> ss;
+    GeTileInTma<BN> res;
+    GeColStage<BN> gamma;
+    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
+        res.load(p.R, t);
+        gamma.fetch(p.gamma, t);
+    }
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
+        ss.reset();
+        gamma.publish(t);
+    }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        res.wait(t);
+        float2 d[2];
+        res.get(t, d);
+#pragma unroll
+        for (int h = 0; h < 2; h++) d[h] = ge_add(v[h], d[h]);
+        res.put(t, d);
+#pragma unroll
+        for (int h = 0; h < 2; h++) ss.add(t, h, col, ge_mul(d[h], d[h]));
+        const float2 g = gamma.get(t, col);
+        float2 o[2] = {ge_mul(d[0], g), ge_mul(d[1], g)};
+        ge_out_put(p.out.tail.head, t, 0, col, o);
+    }
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
+        res.flush_out(p.out.head, t);
+        ge_out_flush(p.out.tail.head, t, 0);
+    }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
+};
+
+/* Z = r[row] * acc, Z bf16 or fp32. */
+template <class T>
+struct FusedRowScale : GeProgram<GeOut<T>> {
+    struct Params {
+        typename FusedRowScale::Out out; /* Z */
+        const float *r;
+    };
+    GeRowVals r;
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) { r.load(p.r, t); }
+    __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
+        float2 z[2] = {ge_scale(v[0], r[0]), ge_scale(v[1], r[1])};
+        ge_put<0>(p.out, t, col, z);
+    }
+};
 
 /* QKV projection: Z = rope(r * acc). RoPE rotates the interleaved pair (col, col + 1) of columns [0, n_rope) by
  * the angle of position row % T and pair (col mod hd) / 2. HD: the head dim when it is 32 or 64 (then each
@@ -51,9 +153,9 @@ struct FusedRope : GeProgram<GeOut<bf16>> {
             v[h] = ge_scale(v[h], r[h]);
             if (rope) {
                 if constexpr (HD > 0)
-                    v[h] = ge_rotate(v[h], c[h][t.j % kCached], s[h][t.j % kCached]);
+                    v[h] = rope_rotate(v[h], c[h][t.j % kCached], s[h][t.j % kCached]);
                 else
-                    v[h] = ge_rotate(v[h], __ldg(cs[h] + i), __ldg(sn[h] + i));
+                    v[h] = rope_rotate(v[h], __ldg(cs[h] + i), __ldg(sn[h] + i));
             }
         }
         ge_put<0>(p.out, t, col, v);
@@ -72,7 +174,7 @@ struct FusedSwiGLU : GeProgram<GeOut<bf16>, GeOut<bf16, 16>> {
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         float2 z[2] = {ge_scale(v[0], r[0]), ge_scale(v[1], r[1])};
         ge_put<0>(p.out, t, col, z); /* z becomes Z as stored */
-        float a[2] = {ge_silu_mul(z[0]), ge_silu_mul(z[1])};
+        float a[2] = {swiglu_approx(z[0]), swiglu_approx(z[1])};
         ge_put<1>(p.out, t, col, a);
     }
 };
@@ -202,7 +304,7 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
                 G[h] = make_float2(s[h] * v[h].x + a[h] * w.x, s[h] * v[h].y + a[h] * w.y);
             }
             const float2 xv = x.get(t, h);
-            dx[h] = make_float2(g.x * G[h].x - coef[h] * xv.x, g.y * G[h].y - coef[h] * xv.y);
+            dx[h] = make_float2(rms_backward(g.x, G[h].x, coef[h], xv.x), rms_backward(g.y, G[h].y, coef[h], xv.y));
             gx[h] = ge_mul(G[h], xv);
         }
         x.advance(t);
@@ -230,7 +332,7 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
  * ahead of use, two columns (G, U) per accumulator column (GeTileIn, W = 2), after L2 prefetches spread over the
  * main loop's last k-blocks; then
  *   dG = dact U silu'(G), dU = dact silu(G);  dZ = r (dG, dU), stored from registers;  c partials: sum of
- *   G dG + U dU per row and slice;  act = silu(G) U again (ge_silu_mul on Z as stored: the forward's bits), for
+ *   G dG + U dU per row and slice;  act = silu(G) U again (swiglu on Z as stored: the forward's bits), for
  *   the weight gradient of W_down, staged. */
 template <int BN>
 struct FusedSwiGLUBwd : GeProgram<GeOut<bf16>> {
@@ -264,11 +366,12 @@ struct FusedSwiGLUBwd : GeProgram<GeOut<bf16>> {
             float cc[2];
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                const float g = gu[e].x, u = gu[e].y, sg = ge_sigmoid(g);
-                const float dg = da[e] * u * (sg * (1.0f + g * (1.0f - sg))), du = da[e] * (g * sg);
+                const float g = gu[e].x, u = gu[e].y, sg = sigmoid_approx(g);
+                float dg, du;
+                swiglu_backward(g, u, sg, da[e], dg, du);
                 cc[e] = g * dg + u * du;
                 d[e] = make_float2(r[h] * dg, r[h] * du);
-                act[h][e] = ge_silu_mul(g, sg, u);
+                act[h][e] = swiglu(g, sg, u);
             }
             ge_store_wide(p.dZ, p.ldz, t, h, col, d);
             c.add(t, h, col, make_float2(cc[0], cc[1]));

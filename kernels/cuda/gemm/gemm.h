@@ -1,6 +1,6 @@
-/* gemm.h: the C API of the GEMM-epilogue engine (kernels/cuda/gemm): plain bf16 GEMMs in the three layouts that
- * training needs, K_res (residual + RMSNorm statistics in the epilogue) and the row-scaled GEMM, and the choice of
- * tile and schedule. The CODA programs of the trainer (kernels/cuda/fused) are built on the same engine.
+/* gemm.h: the C API of the GEMM-epilogue engine (kernels/cuda/gemm): plain GEMMs in the three layouts that training
+ * needs, how a launch is made (its config: gemm_config.h), and the partials of row-partial programs. The CODA
+ * programs of the trainer (kernels/cuda/fused) are built on the same engine.
  * All matrices are row-major and packed (row stride = column count); operands bf16, accumulation fp32.
  * TMA needs every operand's row length (its contiguous dimension) to be a multiple of 8 elements and its base
  * 16-byte aligned; the launchers stop with a message otherwise. M, N, K need not be multiples of the tile. */
@@ -8,6 +8,8 @@
 #define GEMM_ENGINE_H
 
 #include <cuda_runtime.h>
+
+#include "kernels/cuda/gemm/gemm_config.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -19,47 +21,28 @@ extern "C" {
  *   GE_ATB: A [K,M], B [K,N], C = A^T . B   (weight gradient dW = dY^T . X: both operands M/N-major) */
 typedef enum { GE_ABT = 0, GE_AB = 1, GE_ATB = 2 } ge_layout;
 
-/* How a launch runs: tile width and schedule (gemm_engine.cuh's note). GE_SCHED_AUTO: ge_pick's choice. */
-typedef enum { GE_SCHED_AUTO = 0, GE_SCHED_COOP256 = 1, GE_SCHED_COOP128 = 2, GE_SCHED_PP128 = 3 } ge_sched;
-
-/* What a program needs of its schedule: GE_PLAIN (a plain store), GE_FUSED (an epilogue on the accumulator and
- * GeOut outputs), GE_RESIDUAL (K_res: a residual tile in by TMA, which ping-pong loads before the main loop),
- * GE_COOP_ONLY (column partials or one-row-block input staging: a cooperative schedule). */
-typedef enum { GE_PLAIN = 0, GE_FUSED = 1, GE_RESIDUAL = 2, GE_COOP_ONLY = 3 } ge_kind;
-
-/* The one heuristic: the schedule for a program of this kind on an M x N x K product (never GE_SCHED_AUTO).
- * Plain and fused: cooperative 128 x 256 unless its tiles fill the waves clearly worse than 128 x 128 ping-pong's;
- * residual: ping-pong below M N K = 2^39, cooperative 128 x 256 above; cooperative-only: 128 x 256 or 128 x 128 by
- * the wave rule. */
-ge_sched ge_pick(ge_kind kind, int M, int N, int K);
+/* How a launch is made: its config (GE_AUTO: ge_pick's for the launch's shape), its stream, and print_as: NULL, or
+ * the name of the operation under which each kernel launch prints one line to stderr (the op, M N K, the config,
+ * its ring stages and staging buffers: TRAIN_PRINT_GEMMS, docs/cuda.md). */
+typedef struct {
+    ge_config cfg;
+    cudaStream_t stream;
+    const char *print_as;
+} ge_launch;
 
 /* C (bf16) = op(A) . op(B). */
-void ge_gemm_bf16(ge_layout layout, const void *A, const void *B, void *C, int M, int N, int K, ge_sched sched,
-                  cudaStream_t stream);
+void ge_gemm_bf16(ge_layout layout, const void *A, const void *B, void *C, int M, int N, int K, ge_launch how);
 
 /* C (fp32) = op(A) . op(B), or C += op(A) . op(B) when accumulate != 0. */
 void ge_gemm_f32(ge_layout layout, const void *A, const void *B, float *C, int accumulate, int M, int N, int K,
-                 ge_sched sched, cudaStream_t stream);
+                 ge_launch how);
 /* The same with the row strides given (elements; A and B as stored, C [M, N]). */
 void ge_gemm_f32_strided(ge_layout layout, const void *A, long lda, const void *B, long ldb, float *C, long ldc,
-                         int accumulate, int M, int N, int K, ge_sched sched, cudaStream_t stream);
-
-/* K_res: D = A . W^T + res; O = D * gamma (gamma broadcast over rows); part[m, t] = sum over columns
- * 128 t .. 128 t + 127 of D[m,:]^2, with D as stored (bf16). A [M,K], W [N,K], res/D/O [M,N] bf16, gamma [N] fp32,
- * part [M, ge_row_parts(N)] fp32. */
-void ge_gemm_res_norm(const void *A, const void *W, const void *res, const float *gamma, void *D, void *O,
-                      float *part, int M, int N, int K, ge_sched sched, cudaStream_t stream);
+                         int accumulate, int M, int N, int K, ge_launch how);
 
 /* Partials per row that a row-partial program writes for an output of N columns: one per 128 columns, on either
  * schedule. */
 int ge_row_parts(int N);
-
-/* r[m] = rsqrt(sum_t part[m, t] / N + eps): the RMSNorm row scale from K_res's partials. */
-void ge_rms_finish(const float *part, int M, int N, float eps, float *r, cudaStream_t stream);
-
-/* Row-scaled GEMM: Z = r * (O . W^T). O [M,K], W [N,K] bf16, r [M] fp32; Z [M,N] bf16 (z_f32 == 0) or fp32. */
-void ge_gemm_rowscale(const void *O, const void *W, const float *r, void *Z, int z_f32, int M, int N, int K,
-                      ge_sched sched, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -16,7 +16,7 @@
 #include "kernels/cuda/gemm/gemm.h"
 #include "kernels/cuda/gemm/gemm_maps.h"
 #include "kernels/cuda/gemm/gemm_epilogue.cuh"
-#include "kernels/cuda/gemm/gemm_ptx.cuh"
+#include "kernels/cuda/hopper/hopper_ptx.cuh"
 
 #define GE_BM 128
 #define GE_BN 256 /* the widest tile, and the one epilogue programs run with unless their launcher picks another */
@@ -40,15 +40,6 @@ O ge_out_as(typename O::Elem *p, int M, int N, long ld) {
 template <class T>
 GeOut<T> ge_out(T *p, int M, int N, long ld) {
     return ge_out_as<GeOut<T>>(p, M, N, ld);
-}
-/* The same, always stored directly from registers (the path the engine had before GeOut). */
-template <class O = GeOut<bf16>>
-O ge_out_direct(typename O::Elem *p, long ld) {
-    O o;
-    memset(&o, 0, sizeof o);
-    o.ptr = p;
-    o.ld = ld;
-    return o;
 }
 
 /* ---------------------------------------------------------------- the kernel */
@@ -93,11 +84,10 @@ __device__ __forceinline__ void ge_tile_coords(int u, int Mt, int Nt, int group,
     tn = r / gsize;
 }
 
-/* Schedules. GE_COOP: both consumers work on one 128 x BN tile (consumer c: rows 64c..64c+63), then both run its
- * epilogue while the tensor cores idle. GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's tiles
- * c, c + 2, ...: two m64 row blocks each), so one consumer's epilogue runs while the other's main loop keeps the
- * tensor cores busy; an mbarrier per consumer makes the two main loops alternate (see the wait below). */
-enum { GE_COOP = 0, GE_PINGPONG = 1 };
+/* Schedules (gemm_config.h). GE_COOP: both consumers work on one 128 x BN tile (consumer c: rows 64c..64c+63), then
+ * both run its epilogue while the tensor cores idle. GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's
+ * tiles c, c + 2, ...: two m64 row blocks each), so one consumer's epilogue runs while the other's main loop keeps
+ * the tensor cores busy; an mbarrier per consumer makes the two main loops alternate (see the wait below). */
 
 /* A consumer warp is done reading a stage: lane 0 tells the producer. */
 __device__ __forceinline__ void ge_release_stage(uint64_t *empty, int lane) {
@@ -222,35 +212,20 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         const uint32_t stage_base = smem_u32(smem + L::oEpi + c * L::kEpiPerConsumer);
         int buf = 0; /* GeOut staging buffer of the next chunk */
         Program prog;
-        /* A staged chunk's stores (the epilogue's, or a held output's in the main loop: one rotation of the
-         * buffers for both): the leader lets at most kBufs - 2 earlier chunks' stores still read their buffers,
-         * so that the next chunk's buffer is free; the consumer syncs (its staging writes are done); the leader
-         * issues the chunk's stores without waiting for them, as one bulk group. */
-        auto issue_chunk = [&](bool held) {
+        /* A staged chunk's stores: the leader lets at most kBufs - 2 earlier chunks' stores still read their
+         * buffers, so that the next chunk's buffer is free; the consumer syncs (its staging writes are done); the
+         * leader issues the chunk's stores without waiting for them, as one bulk group. */
+        auto issue_chunk = [&]() {
             fence_proxy_async_shared();
             if constexpr (L::kUnits > 0) {
                 if (leader) bulk_wait_read<L::kBufs - 2>();
             }
             named_bar_sync(2 + c, 128);
             if (leader) {
-                if (held)
-                    prog.flush_held(params, tile);
-                else
-                    prog.flush(params, tile);
+                prog.flush(params, tile);
                 bulk_commit();
             }
             if constexpr (L::kUnits > 0) buf = buf + 1 == L::kBufs ? 0 : buf + 1;
-        };
-        /* A held output's chunks (GeOutHeld), staged while the k-blocks' wgmmas run (kb of nk; -1: drain). */
-        auto stage_held = [&](int kb) {
-            if constexpr (Program::kHeldOutputs) {
-                static_assert(!PP && L::kUnits > 0, "held outputs: cooperative schedule, GeOut staging");
-                for (;;) {
-                    tile.eng.stage = stage_base + buf * (L::kUnits * L::kUnit);
-                    if (!prog.stage_held(params, tile, kb, nk)) break;
-                    issue_chunk(true);
-                }
-            }
         };
 
         /* the CTA's i-th tile (u = blockIdx.x + i * gridDim.x) is k-blocks i*nk .. i*nk + nk - 1 of the ring */
@@ -294,7 +269,6 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 wgmma_wait<1>();
                 if (kb > 0) ge_release_stage(&empty[prev], lane);
                 prog.during(params, tile, kb, nk);
-                stage_held(kb);
                 prev = s;
                 if (++s == S) {
                     s = 0;
@@ -336,7 +310,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                                        make_float2(acc[0][4 * j + 2], acc[0][4 * j + 3])};
                         prog.frag(params, tile, tile.col0 + 8 * j, v);
                     }
-                    if constexpr (kFlush) issue_chunk(false);
+                    if constexpr (kFlush) issue_chunk();
                 }
                 prog.end(params, tile);
                 if constexpr (MB == 2) {
@@ -345,7 +319,6 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 }
             }
         }
-        stage_held(-1); /* the last tile's held outputs */
         if constexpr (kFlush) {
             if (leader) bulk_wait<0>();
         }
@@ -356,7 +329,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
 
 /* Launches one instantiation of the kernel: one CTA per tile, at most one per SM. */
 template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT>
-void ge_launch(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int K,
+void ge_launch_kernel(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int K,
                const typename Program::Params &params, cudaStream_t stream) {
     constexpr int smem = GeSmem<Program, BN, SCHED>::kBytes;
     auto kernel = ge_kernel<Program, A_MN, B_MN, BN, SCHED, DIRECT>;
@@ -383,10 +356,11 @@ void ge_launch(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int
 /* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN, schedule SCHED. lda / ldb are the operands' row
  * strides in elements (A is [M,K] or, for GE_ATB, [K,M]; B is [N,K] for GE_ABT, else [K,N]). Where an output
  * cannot be a TMA target (Program::direct), the direct-store instantiation runs, on the cooperative schedule
- * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). */
+ * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). print_as: NULL, or the
+ * operation's name for the launch's line on stderr (ge_launch). */
 template <class Program, int LAYOUT, int BN = GE_BN, int SCHED = GE_COOP>
 void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int K,
-            const typename Program::Params &params, cudaStream_t stream) {
+            const typename Program::Params &params, cudaStream_t stream, const char *print_as = nullptr) {
     constexpr bool A_MN = LAYOUT == GE_ATB, B_MN = LAYOUT != GE_ABT;
     if (M <= 0 || N <= 0) return;
     if (K <= 0) ge_fail("ge_run", "K must be at least 1");
@@ -394,23 +368,63 @@ void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int 
                                  : ge_tensor_map("A (K-major)", A, K, M, lda, GE_BK, GE_BM);
     const CUtensorMap tmB = B_MN ? ge_tensor_map("B (N-major)", B, N, K, ldb, 64, GE_BK)
                                  : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, BN);
-    if (Program::direct(params))
-        ge_launch<Program, A_MN, B_MN, BN, GE_COOP, true>(tmA, tmB, M, N, K, params, stream);
+    const bool direct = Program::direct(params);
+    if (print_as) {
+        using L = GeSmem<Program, BN, SCHED>;
+        using LD = GeSmem<Program, BN, GE_COOP>;
+        ge_print_launch(print_as, M, N, K, ge_config{BN, direct ? GE_COOP : (ge_schedule)SCHED},
+                        direct ? LD::kStages : L::kStages, direct ? LD::kBufs : L::kBufs, direct);
+    }
+    if (direct)
+        ge_launch_kernel<Program, A_MN, B_MN, BN, GE_COOP, true>(tmA, tmB, M, N, K, params, stream);
     else
-        ge_launch<Program, A_MN, B_MN, BN, SCHED, false>(tmA, tmB, M, N, K, params, stream);
+        ge_launch_kernel<Program, A_MN, B_MN, BN, SCHED, false>(tmA, tmB, M, N, K, params, stream);
 }
 
-/* A fused program on A . W^T (A [M,K] row stride lda, W [N,K] row stride ldw) on the schedule of sched (GE_SCHED_AUTO:
- * ge_pick's for a fused program): PP on ping-pong 128 x 128, or COOP (the same program for 256-wide tiles, with the
- * same Params) on cooperative 128 x 256 for either cooperative choice. (Cooperative 128 x 128 is not
- * instantiated for the fused programs: its 128 x 256 tile is the one the wave rule weighs it against.) */
+/* ---------------------------------------------------------------- the one dispatch */
+
+/* Which configs a launch may take (a set of them): a program is instantiated for these only. */
+enum { GE_CFG_COOP_256 = 1, GE_CFG_COOP_128 = 2, GE_CFG_PINGPONG_128 = 4, GE_CFG_ALL = 7 };
+
+/* A config as types: what ge_dispatch hands to the launch it chooses (kBN, kSched as template arguments). */
+template <int BN, int SCHED>
+struct GeConfig {
+    static constexpr int kBN = BN, kSched = SCHED;
+};
+
+/* The config of a launch: how.cfg, or ge_pick's for this kind and shape where it is GE_AUTO. */
+inline ge_config ge_config_of(const ge_launch &how, ge_kind kind, int M, int N, int K) {
+    return how.cfg.bn ? how.cfg : ge_pick(kind, M, N, K, ge_num_sms());
+}
+
+/* The one place a config value becomes a kernel: calls run(GeConfig<BN, SCHED>{}) for cfg, which must be one of
+ * the set CFGS (the configs the caller's program is instantiated for; another one stops with a message). */
+template <int CFGS, class Run>
+void ge_dispatch(ge_config cfg, Run &&run) {
+    if (cfg.bn == 256 && cfg.sched == GE_COOP) {
+        if constexpr ((CFGS & GE_CFG_COOP_256) != 0) return run(GeConfig<256, GE_COOP>{});
+    } else if (cfg.bn == 128 && cfg.sched == GE_COOP) {
+        if constexpr ((CFGS & GE_CFG_COOP_128) != 0) return run(GeConfig<128, GE_COOP>{});
+    } else if (cfg.bn == 128 && cfg.sched == GE_PINGPONG) {
+        if constexpr ((CFGS & GE_CFG_PINGPONG_128) != 0) return run(GeConfig<128, GE_PINGPONG>{});
+    }
+    char name[64], msg[128];
+    snprintf(msg, sizeof msg, "no kernel of this program for the config %s", ge_config_format(cfg, name, sizeof name));
+    ge_fail("ge_dispatch", msg);
+}
+
+/* A fused program on A . W^T (A [M,K] row stride lda, W [N,K] row stride ldw) with the config of `how` (GE_AUTO:
+ * ge_pick's for `kind`): PP on ping-pong 128 x 128, or COOP (the same program for 256-wide tiles, with the same
+ * Params) on cooperative 128 x 256. (Cooperative 128 x 128 is not instantiated for the fused programs: ge_pick
+ * never chooses it for them.) */
 template <class PP, class COOP = PP>
-void ge_run_fused(const void *A, long lda, const void *W, long ldw, int M, int N, int K,
-                  const typename PP::Params &params, ge_sched sched, cudaStream_t stream) {
-    if ((sched == GE_SCHED_AUTO ? ge_pick(GE_FUSED, M, N, K) : sched) == GE_SCHED_PP128)
-        ge_run<PP, GE_ABT, 128, GE_PINGPONG>(A, lda, W, ldw, M, N, K, params, stream);
-    else
-        ge_run<COOP, GE_ABT>(A, lda, W, ldw, M, N, K, params, stream);
+void ge_run_fused(ge_kind kind, const void *A, long lda, const void *W, long ldw, int M, int N, int K,
+                  const typename PP::Params &params, const ge_launch &how) {
+    ge_dispatch<GE_CFG_PINGPONG_128 | GE_CFG_COOP_256>(ge_config_of(how, kind, M, N, K), [&](auto cfg) {
+        using C = decltype(cfg);
+        using Program = std::conditional_t<C::kSched == GE_PINGPONG, PP, COOP>;
+        ge_run<Program, GE_ABT, C::kBN, C::kSched>(A, lda, W, ldw, M, N, K, params, how.stream, how.print_as);
+    });
 }
 
 #endif

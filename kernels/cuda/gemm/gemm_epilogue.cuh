@@ -1,16 +1,16 @@
 /* gemm_epilogue.cuh: the five epilogue primitives (docs/DESIGN.md, "The GEMM-epilogue engine"), applied to the
  * accumulator tile while it is in registers. An epilogue program (a struct, see gemm_engine.cuh's note) calls them
  * from its per-fragment hook:
- *   1. maps:        plain arithmetic on float2 pairs; helpers ge_add/ge_mul/ge_scale, ge_rotate (RoPE), ge_silu_mul;
+ *   1. maps:        plain arithmetic on float2 pairs; helpers ge_add/ge_mul/ge_scale (the model's math, RoPE and
+ *                   SwiGLU, is the backend's: kernels/cuda/cuda_math.cuh);
  *   2. broadcasts:  ge_row_vec (one value per row), ge_col_vec (a pair of per-column values);
  *   3. tiles:       ge_load / ge_store of an extra [rows, cols] matrix at the fragment's position (bf16 or fp32);
  *   4. reductions:  GeRowPartial<Op> (per row, over 128-column slices of the tile) and ge_col_partial_add/_store
  *                   (per column, over the tile's rows), written as one partial per (row, slice) or (M-tile, column);
  *   5. accumulate:  ge_accum (out += value, fp32 or bf16 out).
  * Output tiles go fastest through GeOut (3 and 5 through shared memory and TMA, asynchronous: the consumers do not
- * wait for global memory) or, for a second output on the cooperative schedule, GeOutHeld (kept in registers and
- * stored during the next tile's main loop), and input tiles through GeTileIn (the whole tile's loads in flight at
- * once, after an L2 prefetch issued before the main loop); ge_load / ge_store / ge_accum are the direct register
+ * wait for global memory), and input tiles through GeTileIn (the whole tile's loads in flight at once, after an L2
+ * prefetch issued before the main loop) or GeTileInTma; ge_load / ge_store / ge_accum are the direct register
  * paths.
  * Every primitive masks rows >= M and columns >= N itself: a fragment of an edge tile may be partly outside. */
 #ifndef GEMM_EPILOGUE_CUH
@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "kernels/cuda/gemm/gemm_ptx.cuh"
+#include "kernels/cuda/hopper/hopper_ptx.cuh"
 
 typedef __nv_bfloat16 bf16;
 
@@ -42,7 +42,8 @@ struct GeTilePlumbing {
                          * loads (row 16 warp + lane % 16) at the chunk's first fragment (ge_stage_off) */
     uint32_t soff32[2]; /* the offsets of this thread's rows h in an fp32 staging slot at that fragment */
     int bn, nblk;       /* tile width; m64 row blocks per consumer (2 in ping-pong) */
-    int bar;            /* named barrier of the tile's owners (tthreads of them): ge_tile_sync */
+    int bar;            /* named barrier of the tile's owners (tthreads of them). No primitive syncs on it; it
+                         * stays because taking it out of the tile changes the kernels' register allocation */
     int wtid, cbar;     /* thread in its consumer (0..127); the consumer's own named barrier (128 threads) */
     uint32_t vec;       /* the consumer's column-vector scratch (GeColStage), kVecFloats floats */
     uint32_t in;        /* the consumer's input-tile staging (GeTileInTma), kInUnits 4 KB units */
@@ -78,7 +79,7 @@ __device__ __forceinline__ float2 ge_unpack_bf16x2(uint32_t u) {
 
 /* Stops the kernel on a programming error (the launch fails with an illegal-address error): a store through a null
  * pointer. Not __trap(): a trap anywhere in the kernel makes ptxas allocate the consumers' code within the launch
- * bound's 168 registers instead of the 232 that setmaxnreg gives them (it then spilled a held output tile). */
+ * bound's 168 registers instead of the 232 that setmaxnreg gives them (it then spilled). */
 __device__ __forceinline__ void ge_fault() { *(volatile int *)nullptr = 0; }
 
 /* Valid columns of the pair starting at `col` in a matrix of `ncols` columns: 0, 1 or 2. */
@@ -92,17 +93,6 @@ __device__ __forceinline__ int ge_pair_valid(int col, int ncols) {
 __device__ __forceinline__ float2 ge_add(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
 __device__ __forceinline__ float2 ge_mul(float2 a, float2 b) { return make_float2(a.x * b.x, a.y * b.y); }
 __device__ __forceinline__ float2 ge_scale(float2 a, float s) { return make_float2(a.x * s, a.y * s); }
-/* RoPE on an adjacent pair (a, b): (a cos - b sin, b cos + a sin). */
-__device__ __forceinline__ float2 ge_rotate(float2 v, float c, float s) {
-    return make_float2(v.x * c - v.y * s, v.y * c + v.x * s);
-}
-/* sigmoid(g) = 1 / (1 + e^-g) by the approximate reciprocal (e^-g = inf for g < -88: 0), and SwiGLU on an
- * adjacent (gate, up) pair, silu(g) * u = g sigmoid(g) u, from it: the forward and the backward's recomputation
- * get the same bits. (The correctly rounded reciprocal is a dozen instructions and a slow-path call per value,
- * which slowed both SwiGLU epilogues: docs/DESIGN.md, "Why the engine is shaped this way".) */
-__device__ __forceinline__ float ge_sigmoid(float g) { return __fdividef(1.0f, 1.0f + __expf(-g)); }
-__device__ __forceinline__ float ge_silu_mul(float g, float s, float u) { return g * s * u; }
-__device__ __forceinline__ float ge_silu_mul(float2 gu) { return ge_silu_mul(gu.x, ge_sigmoid(gu.x), gu.y); }
 
 /* ---------------------------------------------------------------- 2. broadcasts */
 
@@ -319,10 +309,8 @@ __host__ __device__ __forceinline__ uint32_t ge_stage_off_half(int r, int cc) { 
  * (t.eng.moff: bf16, the lane's row of the warp's 8 x 8 matrices; t.eng.soff32[h]: fp32, the thread's row h): a fragment
  * is 8 columns on, which only flips swizzle bits, ge_stage_off(r, cc + 8 i) == ge_stage_off(r, cc) ^ (i << 4)
  * (bf16) or ^ (i << 5) (fp32) for cc < 8, i < 4 (test_gemm checks it). t.j is a compile-time constant in the
- * unrolled epilogue, so an address costs one XOR instead of the swizzle arithmetic. ge_slot_off_bf16(t, j): the
- * same for fragment j of the chunk (GeOutHeld stages chunks outside the epilogue, where t.j is not theirs). */
-__device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t, int j) { return t.eng.moff ^ ((j & 3) << 4); }
-__device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t) { return ge_slot_off_bf16(t, t.j); }
+ * unrolled epilogue, so an address costs one XOR instead of the swizzle arithmetic. */
+__device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t) { return t.eng.moff ^ ((t.j & 3) << 4); }
 __device__ __forceinline__ uint32_t ge_slot_off_f32(const GeTile &t, int h) { return t.eng.soff32[h] ^ ((t.j & 3) << 5); }
 
 /* A fragment's two rows (v[h]: the pair of row h) as bf16 in a staging slot, one 8 x 8 matrix instruction for the
@@ -452,66 +440,6 @@ template <int I, class L, class V>
 __device__ __forceinline__ void ge_put(const L &out, const GeTile &t, int col, V &v) {
     ge_out_put(GeOutAt<I, L>::get(out), t, GeOutAt<I, L>::kUnit, col, v);
 }
-
-/* A bf16 output tile held in registers until the next tile's main loop, which stores it (cooperative schedule).
- * There the epilogue does not overlap the main loop, and a second output tile's TMA stores cost the same however
- * the epilogue issued them (docs/DESIGN.md, "Why the engine is shaped this way"); in the main loop the consumers
- * mostly wait for the tensor cores. put() in frag() keeps the fragment's two row pairs as bf16x2 (BN / 4 registers
- * for the tile); hold(t) in end() makes the tile pending. The program's stage_held() hook returns stage(t, kb,
- * nk), which writes the held tile's next 64 x 32 chunk into the staging slot at t.eng.stage (GeOut's bf16 layout) and
- * returns true: chunk q after k-block START + SPACING q, the rest after the last k-block, and all of them at the
- * drain after the CTA's last tile (kb < 0). The engine then syncs the consumer and has flush_held() call flush(o,
- * t), which issues the chunk's TMA store. The chunks pass through the epilogue's staging buffers, in the same
- * rotation and with the same wait, so buffer reuse needs nothing else. (Starting later, to give the previous
- * epilogue's stores more time to leave those buffers, measured the same: docs/DESIGN.md, as above.) On
- * the direct path put() stores the pairs straight away and nothing is held. A program using it sets
- * kHeldOutputs = true. */
-template <int BN, int START = 1, int SPACING = 1>
-struct GeOutHeld {
-    static constexpr int kChunks = BN / 32;
-    uint32_t v[BN / 8][2]; /* [fragment j][row h] */
-    int row0 = 0, col0 = 0; /* the held tile's position: the consumer's first row, the tile's first column */
-    int next = kChunks;     /* the next chunk to stage; kChunks: nothing pending (flush() stores next - 1) */
-    __device__ __forceinline__ void put(const GeOut<bf16> &o, const GeTile &t, int col, float2 (&x)[2]) {
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            if (t.eng.direct) {
-                x[h] = ge_store(o.ptr, o.ld, t, h, col, x[h]);
-            } else {
-                v[t.j][h] = ge_pack_bf16x2(x[h]);
-                x[h] = ge_unpack_bf16x2(v[t.j][h]);
-            }
-        }
-    }
-    __device__ __forceinline__ void hold(const GeTile &t) {
-        if (t.eng.direct) return;
-        row0 = t.eng.crow0;
-        col0 = t.n0;
-        next = 0;
-    }
-    __device__ __forceinline__ bool stage(const GeTile &t, int kb, int nk) {
-        if (next >= kChunks || (kb >= 0 && kb < nk - 1 && kb < START + SPACING * next)) return false;
-        /* one branch per chunk, each with its own registers (compile-time indices); moving the registers down
-         * after each chunk instead compiled to about 150 register copies in every k-block (docs/DESIGN.md) */
-#pragma unroll
-        for (int q = 0; q < kChunks; q++) {
-            if (q == next) {
-#pragma unroll
-                for (int jj = 0; jj < 4; jj++)
-                    stmatrix_x2(t.eng.stage + ge_slot_off_bf16(t, jj), v[4 * q + jj][0], v[4 * q + jj][1]);
-            }
-        }
-        next++;
-        return true;
-    }
-    __device__ __forceinline__ void flush(const GeOut<bf16> &o, const GeTile &t) const {
-        if (!o.tma) ge_fault();
-        ge_out_store_box_at(o, t.eng.stage, col0 + 32 * (next - 1), row0);
-    }
-};
-
-/* Barrier over the threads that own the tile (both consumers, or one in ping-pong). */
-__device__ __forceinline__ void ge_tile_sync(const GeTile &t) { named_bar_sync(t.eng.bar, t.eng.tthreads); }
 
 /* A column vector (one fp32 per column, e.g. RMSNorm's gamma) for the tile, staged in shared memory: fetch() in
  * the prefetch() hook loads the consumer's copy (BN/128 values per thread) into registers before the main loop;
@@ -720,7 +648,6 @@ struct GeEpilogue {
     static constexpr int kVecFloats = 0;  /* column-vector scratch (GeColStage), floats */
     static constexpr int kInUnits = 0;    /* input-tile staging (GeTileInTma), 4 KB units per consumer */
     static constexpr int kMaxStages = 0;  /* 0: as many ring stages as fit (at most 6, or 4 at BN = 256) */
-    static constexpr bool kHeldOutputs = false; /* GeOutHeld outputs: the engine calls stage_held / flush_held */
     /* true: some GeOut output of these params cannot be a TMA target (ge_out() set tma = 0), so the engine runs
      * the program's direct-store instantiation (cooperative schedule). A program with GeOut outputs defines it. */
     template <class P>
@@ -739,12 +666,6 @@ struct GeEpilogue {
     __device__ __forceinline__ void flush(const P &, const GeTile &) {}
     template <class P>
     __device__ __forceinline__ void end(const P &, const GeTile &) {}
-    /* kHeldOutputs: after each k-block's wgmmas (kb of nk; kb = -1 after the CTA's last tile), stage a held
-     * output's chunk at t.eng.stage and return true, or return false; flush_held() then issues its store */
-    template <class P>
-    __device__ __forceinline__ bool stage_held(const P &, const GeTile &, int, int) { return false; }
-    template <class P>
-    __device__ __forceinline__ void flush_held(const P &, const GeTile &) {}
 };
 
 /* The base of a program whose staged outputs are Os... (GeOut types, in this order), held in its Params as

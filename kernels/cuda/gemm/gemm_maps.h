@@ -1,10 +1,12 @@
 /* gemm_maps.h: host helpers of the GEMM-epilogue engine that other Hopper kernels share (gemm.cu): TMA tensor
- * maps, the SM count, and the engine's failure path. */
+ * maps, the SM count, the engine's failure path and its launch line. */
 #ifndef GEMM_MAPS_H
 #define GEMM_MAPS_H
 
 #include <cuda.h>
 #include <stdint.h>
+
+#include "kernels/cuda/gemm/gemm_config.h"
 
 /* A failed call (an internal error: a bug, or a fault of the device, never the user's input): names the call, the
  * file and the line on stderr and aborts, so that the core dump helps. The CUDA backend's checked calls use it too
@@ -25,5 +27,8 @@ CUtensorMap ge_tensor_map_batched(const char *what, const void *base, uint64_t i
  * TMA cannot describe the matrix. */
 int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int cols, int M, int N, long ld);
 int ge_num_sms(void);
+/* The line a launch prints when asked (ge_launch's print_as): the operation, the product's M N K, the config, the
+ * ring's stages and the staging buffers of its program, and whether its outputs are stored directly. */
+void ge_print_launch(const char *op, int M, int N, int K, ge_config cfg, int stages, int buffers, int direct);
 
 #endif

@@ -1,8 +1,9 @@
-/* gemm_ptx.cuh: the sm_90a instructions the GEMM engine is built from, as thin inline-PTX wrappers: mbarriers,
- * TMA tile loads and stores (cp.async.bulk.tensor), shared-memory access by address, wgmma shared-memory
- * descriptors and wgmma.mma_async, setmaxnreg, named barriers. Nothing here knows about tiles or epilogues. */
-#ifndef GEMM_PTX_CUH
-#define GEMM_PTX_CUH
+/* hopper_ptx.cuh: the sm_90a instructions the GEMM engine (kernels/cuda/gemm) and the attention kernels
+ * (kernels/cuda/attention) are built from, as thin inline-PTX wrappers: mbarriers, TMA tile loads and stores
+ * (cp.async.bulk.tensor), shared-memory access by address, wgmma shared-memory descriptors and wgmma.mma_async,
+ * setmaxnreg, named barriers. Nothing here knows about tiles, epilogues or the backend. */
+#ifndef HOPPER_PTX_CUH
+#define HOPPER_PTX_CUH
 
 #include <cuda.h>
 #include <stdint.h>
