@@ -1,6 +1,6 @@
 /* attn_tiles.cuh: what the Hopper attention kernels (attn_forward.cu, attn_backward.cu) share: head tiles brought
  * into shared memory by TMA, wgmma descriptors over them, and arithmetic on wgmma accumulator fragments. The PTX
- * wrappers (mbarriers, TMA, wgmma) are the GEMM engine's (gemm_ptx.cuh).
+ * wrappers (mbarriers, TMA, wgmma) are hopper/hopper_ptx.cuh's.
  *
  * Layout (docs/DESIGN.md, "Attention"). A head tile is R rows (tokens) x HD columns of one head of qkv, y or dy,
  * loaded as HD/64 TMA boxes of 64 columns x R rows, each R rows of 128 bytes with the 128-byte swizzle (16-byte
@@ -186,9 +186,6 @@ __device__ __forceinline__ void attn_wgmma_wait_after(float *d, float a, float b
     if ((__float_as_uint(a) & __float_as_uint(b)) == 0xffffffffu) __trap();
     attn_wgmma_wait<N>(d);
 }
-
-/* Pins a 32-bit register's value at this point of the program (reg_fence for packed operands). */
-__device__ __forceinline__ void reg_fence_u32(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
 
 /* 2^x, the SFU's approximation (flushes denormals; 2^-inf = 0). */
 __device__ __forceinline__ float attn_exp2(float x) {

@@ -184,6 +184,8 @@ __device__ __forceinline__ void wgmma_wait() {
 
 /* Keeps the compiler from moving accumulator reads/writes across the asynchronous wgmma window. */
 __device__ __forceinline__ void reg_fence(float &r) { asm volatile("" : "+f"(r)::"memory"); }
+/* The same for a 32-bit register (a packed bf16 pair, e.g. a register-sourced wgmma's A operand). */
+__device__ __forceinline__ void reg_fence_u32(uint32_t &r) { asm volatile("" : "+r"(r)::"memory"); }
 
 /* ---------------------------------------------------------------- warpgroup registers, named barriers */
 
