@@ -1,10 +1,10 @@
 /* cuda_math.cuh: the model's elementwise math on the device, written once, for the fused programs
- * (kernels/cuda/fused) and the unfused passes: RoPE's rotation, silu and SwiGLU with its derivative, RMSNorm's row
- * scale and its backward. Where the two paths round differently (the fused epilogues use the SFU's approximate exp,
- * reciprocal and rsqrt, whose code stays compact in an unrolled epilogue; the unfused passes the correctly rounded
- * ones), both variants are here, named for it, so that each path keeps its bits: the tests compare the paths with a
- * tolerance, and each path's forward with its own backward's recomputation bit for bit. The engine
- * (kernels/cuda/gemm) knows none of this. */
+ * (kernels/cuda/fused), the unfused passes and the attention backward's stores: RoPE's rotation, silu and SwiGLU with
+ * its derivative, RMSNorm's row scale and its backward. Where the two paths round differently (the fused epilogues use
+ * the SFU's approximate exp, reciprocal and rsqrt, whose code stays compact in an unrolled epilogue; the unfused
+ * passes the correctly rounded ones), both variants are here, named for it, so that each path keeps its bits: the
+ * tests compare the paths with a tolerance, and each path's forward with its own backward's recomputation bit for bit.
+ * The engine (kernels/cuda/gemm) knows none of this. */
 #ifndef CUDA_MATH_CUH
 #define CUDA_MATH_CUH
 
@@ -13,8 +13,8 @@
 /* ---------------------------------------------------------------- RoPE */
 
 /* RoPE on an adjacent pair (a, b) by the angle whose cosine and sine are c and s: (a c - b s, b c + a s). Its
- * transpose (the backward) is the rotation by -s, as the unfused backward calls it; the attention backward's stores
- * write the transpose out themselves (attention/attn_tiles.cuh, attn_stage_grad). */
+ * transpose (the backward) is the rotation by -s, as the unfused backward and the attention backward's stores
+ * (attention/attn_tiles.cuh, attn_stage_grad) call it. */
 __device__ __forceinline__ float2 rope_rotate(float2 v, float c, float s) {
     return make_float2(v.x * c - v.y * s, v.y * c + v.x * s);
 }

@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "kernels/cuda/cuda_common.cuh"
+#include "kernels/cuda/cuda_math.cuh"
 #include "kernels/cuda/hopper/hopper_ptx.cuh"
 
 #define ATTN_THREADS 384 /* one producer warpgroup and two consumer warpgroups */
@@ -287,10 +288,10 @@ __device__ __forceinline__ void attn_stage_grad(uint8_t *tile, int row0, const f
             const float g0 = acc[i] * scale, g1 = acc[i + 1] * scale;
             dot = fmaf(z.x, g0, fmaf(z.y, g1, dot));
             float a = g0, c = g1;
-            if (rope) { /* the transpose of a' = a cos - b sin, b' = b cos + a sin */
-                const float co = __ldg(cs + col / 2), si = __ldg(sn + col / 2);
-                a = g0 * co + g1 * si;
-                c = g1 * co - g0 * si;
+            if (rope) { /* RoPE's transpose: the rotation by the opposite angle */
+                const float2 t = rope_rotate(make_float2(g0, g1), __ldg(cs + col / 2), -__ldg(sn + col / 2));
+                a = t.x;
+                c = t.y;
             }
             st_shared_b32(addr, attn_pack_bf16(rr * a, rr * c));
         }
