@@ -1,13 +1,13 @@
 /* attn_forward.cu: causal grouped-query attention forward on Hopper, head dim 64 and 128 (docs/DESIGN.md,
  * "Attention"). Persistent CTAs, one per SM, each taking (128-query tile, query head, sequence) tiles in turn, the
- * longest first, in a fixed order that evens out their work. A producer warpgroup whose one thread loads each tile's queries into one of two
- * buffers (the next tile's while this one's output is stored) and its K and V blocks of 128 keys by TMA into a ring
- * of stages; two consumer warpgroups, 64 queries each, computing S = Q K^T on wgmma from shared memory, the online
- * softmax (base 2) in registers, and O += P V with P as the register A operand, V read MN-major from the same tile
- * the load wrote. The consumers take turns at the tensor cores (ping-pong), and each runs a block's softmax while
- * its previous block's P V completes. Only the diagonal key block is masked; blocks after it are never loaded. The
- * output goes through the consumer's own query rows in shared memory to one TMA store; lse (natural log) is kept
- * for the backward. K/V are read in place for every query head of their group. */
+ * longest first, in a fixed order that evens out their work. A producer warpgroup whose one thread loads each tile's
+ * queries into one of two buffers (the next tile's while this one's output is stored) and its K and V blocks of 128
+ * keys by TMA into a ring of stages; two consumer warpgroups, 64 queries each, computing S = Q K^T on wgmma from
+ * shared memory, the online softmax (base 2) in registers, and O += P V with P as the register A operand, V read
+ * MN-major from the same tile the load wrote. The consumers take turns at the tensor cores (ping-pong), and each runs
+ * a block's softmax while its previous block's P V completes. Only the diagonal key block is masked; blocks after it
+ * are never loaded. The output goes through the consumer's own query rows in shared memory to one TMA store; lse
+ * (natural log) is kept for the backward. K/V are read in place for every query head of their group. */
 #include "kernels/cuda/attention/attn_tiles.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -53,10 +53,10 @@ __device__ __forceinline__ int attn_fwd_tile_of_round(int r) {
     return r * (int)gridDim.x + ((r & 1) ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x);
 }
 
-/* A block's online softmax (base 2) on its unscaled scores sc, an m64nBN fragment: on the diagonal block (whose
- * keys are the tile's queries) masks the keys after each query, qrow being the thread's first row in the tile; updates the running maxima m (scaled) and sums l, and leaves
- * P = 2^(s scale - m) in sc and the factor of the output so far in alpha. Every row has an unmasked key in block 0,
- * so the maxima are finite. */
+/* A block's online softmax (base 2) on its unscaled scores sc, an m64nBN fragment: on the diagonal block (whose keys
+ * are the tile's queries) masks the keys after each query, qrow being the thread's first row in the tile; updates the
+ * running maxima m (scaled) and sums l, and leaves P = 2^(s scale - m) in sc and the factor of the output so far in
+ * alpha. Every row has an unmasked key in block 0, so the maxima are finite. */
 template <int BN, int FMA_EXP, bool DIAGONAL>
 __device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, float *l, float *alpha, int qrow, int lane,
                                                        float scale_log2) {
