@@ -290,7 +290,7 @@ typedef struct KernelsRecord {
 } KernelsRecord;
 Kernels kernels_recording(KernelsRecord *rec, const Kernels *of);
 /* The backend memory the recorded calls need beyond their arguments at most: the largest scratch and the held
- * buffers (saturating). */
+ * buffers (saturating). It ends the recording: the table records nothing more. */
 size_t kernels_recorded_bytes(const KernelsRecord *rec);
 
 extern const Kernels kernels_cpu;

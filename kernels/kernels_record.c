@@ -14,6 +14,7 @@ static void record(KernelCall call) {
 }
 
 size_t kernels_recorded_bytes(const KernelsRecord *rec) {
+    if (recording == rec) recording = NULL; /* the recording is over: no later call may add to it */
     size_t total = rec->scratch;
     for (int i = 0; i < KERNELS_HELD_SLOTS; i++) total = size_add(total, rec->held[i]);
     return total;

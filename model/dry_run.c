@@ -9,8 +9,8 @@
 
 /* Every path of a run on m, as the program takes it: the weight copies of the init, the import and the resume;
  * training steps with and without gradient accumulation, and a gradient norm over the whole gradient; an
- * evaluation; and sampling (a token after the cache's first T - 1 positions, and the last T tokens once the context
- * is full). Returns 0, or -1 when the host has not the memory of a step's tables. */
+ * evaluation; and sampling (a prompt of T - 1 tokens into the cache and a token after it, and the last T tokens
+ * once the context is full). Returns 0, or -1 when the host has not the memory of a step's tables. */
 static int run_paths(Model *m) {
     const int B = m->B, T = m->T;
     static const float one_weight = 1.0f;
@@ -27,9 +27,9 @@ static int run_paths(Model *m) {
     model_queue_grad_squares(m); /* no last micro-batch left its parts (model_grad_sum_squares) */
     model_forward_batch(m, &m->batch, B, T);
     model_loss_batch(m, &m->batch, B, T, 0.0f, 0);
-    KvCache cache = kv_cache_empty(m);
-    cache.len = T - 1;
-    model_decode_batch(m, &m->batch, &cache, 1, NULL); /* (the recording table copies no logits) */
+    KvCache cache = kv_cache_empty(m); /* as the sampler: the prompt at once, then one token (no logits copied) */
+    if (T > 1) model_decode_batch(m, &m->batch, &cache, T - 1, NULL);
+    model_decode_batch(m, &m->batch, &cache, 1, NULL);
     model_forward_batch(m, &m->batch, 1, T);
     model_last_logits(m, 1, T, NULL);
     return 0;

@@ -4,13 +4,11 @@
 
 #include <stdio.h>
 
-#define GE_TILE_M 128 /* gemm_engine.cuh's GE_BM */
-
 /* Share of the SMs' time a schedule spends on useful tiles: M x N over (rounds x SMs x the tile area), where a round
  * is one tile per SM (cooperative 128 x 256) or one 128 x 128 tile per SM (ping-pong: its two consumers take turns
  * on the tensor cores, so an SM works through its tiles one after the other). */
 static double wave_fill(int M, int N, int bn, int sms) {
-    const long tiles = (long)((M + GE_TILE_M - 1) / GE_TILE_M) * ((N + bn - 1) / bn);
+    const long tiles = (((long)M + GE_TILE_M - 1) / GE_TILE_M) * (((long)N + bn - 1) / bn);
     const long rounds = (tiles + sms - 1) / sms;
     return (double)M * N / ((double)rounds * sms * GE_TILE_M * bn);
 }

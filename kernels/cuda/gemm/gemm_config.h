@@ -10,6 +10,9 @@
 extern "C" {
 #endif
 
+/* The rows of every engine tile (gemm_engine.cuh's GE_BM); a config chooses its columns. */
+#define GE_TILE_M 128
+
 /* GE_COOP: both consumer warpgroups work on one 128 x bn tile, then run its epilogue together. GE_PINGPONG (bn 128):
  * each consumer owns whole tiles, so one's epilogue overlaps the other's main loop (docs/DESIGN.md, "Inside the
  * engine's kernel"). */

@@ -19,6 +19,7 @@
 #include "kernels/cuda/hopper/hopper_ptx.cuh"
 
 #define GE_BM 128
+static_assert(GE_BM == GE_TILE_M, "ge_pick (gemm_config.c) counts tiles of GE_TILE_M rows");
 #define GE_BN 256 /* the widest tile, and the one epilogue programs run with unless their launcher picks another */
 #define GE_BK 64
 #define GE_GROUP_M 16
