@@ -389,8 +389,9 @@ class Block(nn.Module):
         self.mlp = MLP(c)
 
     def forward(self, x, cos, sin):
-        h = x + self.self_attn(self.input_layernorm(x), cos, sin)
-        return h + self.mlp(self.post_attention_layernorm(h))
+        # .to(x.dtype): the residual stream keeps its dtype (a no-op unless Llama.residual_dtype made it bf16)
+        h = (x + self.self_attn(self.input_layernorm(x), cos, sin)).to(x.dtype)
+        return (h + self.mlp(self.post_attention_layernorm(h))).to(x.dtype)
 
 
 class Body(nn.Module):
@@ -404,10 +405,14 @@ class Body(nn.Module):
 class Llama(nn.Module):
     """LlamaForCausalLM: parameter names are Hugging Face's."""
 
-    def __init__(self, c, sdpa=False, rope_table_len=0):
+    def __init__(self, c, sdpa=False, rope_table_len=0, residual_dtype=None):
         """rope_table_len > 0 precomputes the cos/sin tables for sequences up to that length (the fast recipe of
-        scripts/bench_vs_pytorch.py); otherwise they are computed per forward, as transformers does."""
+        scripts/bench_vs_pytorch.py); otherwise they are computed per forward, as transformers does.
+        residual_dtype (a diagnostic, --residual-dtype): the residual stream, and so its gradient, is kept in that
+        dtype (torch.bfloat16: rounded after the embedding and after every residual addition, as ./train's bf16
+        activations are); None keeps transformers' (the embedding's dtype, fp32 under autocast)."""
         super().__init__()
+        self.residual_dtype = residual_dtype
         self.model = Body(c, sdpa)
         self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
         if c["tie_word_embeddings"]:
@@ -435,6 +440,8 @@ class Llama(nn.Module):
         with torch.autocast(device_type=tokens.device.type, enabled=False):
             cos, sin = self.rope(tokens.shape[1], tokens.device)
         x = self.model.embed_tokens(tokens)
+        if self.residual_dtype is not None:
+            x = x.to(self.residual_dtype)
         for block in self.model.layers:
             x = block(x, cos, sin)
         return self.lm_head(self.model.norm(x))
@@ -653,6 +660,10 @@ def parse_args(argv):
     ap.add_argument("--sdpa", action=argparse.BooleanOptionalAction, default=None,
                     help="attention through F.scaled_dot_product_attention (default: on a GPU) instead of "
                          "transformers' eager attention")
+    ap.add_argument("--residual-dtype", choices=["default", "bf16"], default="default",
+                    help="a diagnostic: bf16 keeps the residual stream (and its gradient) in bf16, rounded after the "
+                         "embedding and every residual addition, as ./train's bf16 activations do; default: "
+                         "transformers' (fp32 under autocast)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model and loss")
     ap.add_argument("--fused-adamw", action="store_true", help="torch.optim.AdamW(fused=True)")
     ap.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
@@ -752,7 +763,7 @@ def main(argv=None):
         val = DataLoader(t["val_data"], B, T, c["vocab_size"], False, 0, f"val_data of {cfg_path or 'flags'}")
     train.seek(start * accum)
 
-    model = Llama(c, sdpa)
+    model = Llama(c, sdpa, residual_dtype=torch.bfloat16 if args.residual_dtype == "bf16" else None)
     model.load(load_weights(init_dir), c, init_dir)
     model.to(device)
     n_params = sum(p.numel() for p in model.parameters())
@@ -760,7 +771,8 @@ def main(argv=None):
           f"Hq={c['num_attention_heads']} Hkv={c['num_key_value_heads']} hd={c['head_dim']} "
           f"F={c['intermediate_size']} V={c['vocab_size']}, {'tied' if c['tie_word_embeddings'] else 'untied'}); "
           f"config {cfg_path or '(flags)'}; {device.type}, {dtype}, {'sdpa' if sdpa else 'eager'} attention"
-          f"{', compiled' if args.compile else ''}; batch {B} x {T}, {accum} micro-steps; steps {start + 1}.."
+          f"{', compiled' if args.compile else ''}"
+          f"{', bf16 residual stream' if args.residual_dtype == 'bf16' else ''}; batch {B} x {T}, {accum} micro-steps; steps {start + 1}.."
           f"{t['steps']}", flush=True)
 
     autocast = dtype == "bf16-autocast"
@@ -787,7 +799,8 @@ def main(argv=None):
             die(f"{log_path} already exists; pass --overwrite to replace it or --out to choose another directory")
         with open(os.path.join(args.out, "reference_config.json"), "w") as f:
             json.dump({"init": init_dir, "config": cfg_path, "start_step": start, "device": device.type,
-                       "dtype": dtype, "sdpa": sdpa, "compile": args.compile, "fused_adamw": args.fused_adamw,
+                       "dtype": dtype, "residual_dtype": args.residual_dtype, "sdpa": sdpa, "compile": args.compile,
+                       "fused_adamw": args.fused_adamw,
                        "torch": torch.__version__, "model": c, "train": t}, f, indent=2)
         log = open(log_path, "w")
 
