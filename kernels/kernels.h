@@ -135,6 +135,11 @@ typedef struct Kernels {
     void *(*capture_end)(void);
     void (*replay)(void *graph);
     void (*graph_free)(void *graph);
+    /* Gives the backend's scratch workspace `bytes` at once (model_create, with the most that any call of the run
+     * will ask: the dry run's), so that no later call grows it: a captured step holds the workspace's address, and a
+     * workspace outgrown while one exists stays allocated beside the new one. NULL in a table whose operations
+     * allocate their own scratch. */
+    void (*reserve_scratch)(size_t bytes);
 
     /* ---- forward ---- */
 

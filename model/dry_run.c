@@ -35,9 +35,10 @@ static int run_paths(Model *m) {
     return 0;
 }
 
-int model_workspace(const ModelConfig *cfg, const Kernels *k, int B, int T, size_t *bytes) {
+int model_workspace(const ModelConfig *cfg, const Kernels *k, int B, int T, size_t *bytes, size_t *scratch) {
     if ((size_t)B * (size_t)T > INT_MAX) { /* the ops count rows in int: no run has more (config_validate) */
         *bytes = SIZE_MAX;
+        if (scratch) *scratch = SIZE_MAX;
         return 0;
     }
     KernelsRecord rec;
@@ -48,5 +49,6 @@ int model_workspace(const ModelConfig *cfg, const Kernels *k, int B, int T, size
     const int rc = run_paths(&m);
     model_destroy(&m);
     *bytes = kernels_recorded_bytes(&rec);
+    if (scratch) *scratch = rec.scratch;
     return rc;
 }

@@ -198,7 +198,7 @@ const char *model_backend_note(const Model *m) {
 
 int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMemory *mem) {
     Model m;
-    const int rc = model_begin(&m, cfg, k, B, T) || model_workspace(cfg, k, B, T, &mem->workspace) ? -1 : 0;
+    const int rc = model_begin(&m, cfg, k, B, T) || model_workspace(cfg, k, B, T, &mem->workspace, NULL) ? -1 : 0;
     if (rc == 0) {
         size_t bytes[N_BUFS];
         buffer_sizes(&m, bytes);
@@ -325,6 +325,15 @@ int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, int B
 
 int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen) {
     if (model_create_views(m, cfg, k, B, T, err, errlen)) return -1;
+    if (k->reserve_scratch) { /* the workspace at its largest now: no later call grows it (kernels.h) */
+        size_t total, scratch;
+        if (model_workspace(cfg, k, B, T, &total, &scratch)) {
+            snprintf(err, errlen, "out of host memory for the model tables");
+            model_destroy(m);
+            return -1;
+        }
+        k->reserve_scratch(scratch);
+    }
     m->host_batch = malloc(size_mul(token_groups_ints((size_t)B * T) + (size_t)B * T, sizeof(int32_t)));
     m->host_count = malloc(((size_t)cfg->vocab_size + 1) * sizeof(int32_t));
     m->host_stats = malloc(stats_count(m) * sizeof(double));

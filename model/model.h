@@ -139,8 +139,9 @@ int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMe
  * (model/dry_run.c): the model made and every path of a run taken (training steps with and without gradient
  * accumulation, evaluation, sampling, the weight copies) on k's recording table, which allocates and computes
  * nothing and asks k what each call needs (Kernels.workspace_of). SIZE_MAX for more than INT_MAX rows. Returns 0, or
- * -1 when the host cannot hold the model's tables. */
-int model_workspace(const ModelConfig *cfg, const Kernels *k, int B, int T, size_t *bytes);
+ * -1 when the host cannot hold the model's tables. *scratch (unless NULL): the part of it that is the largest scratch
+ * request, which model_create reserves (Kernels.reserve_scratch). */
+int model_workspace(const ModelConfig *cfg, const Kernels *k, int B, int T, size_t *bytes, size_t *scratch);
 void model_destroy(Model *m);
 
 /* The documented init: every matrix element ~ N(0, initializer_range) (the normal number of index = the element's

@@ -1,9 +1,11 @@
 /* memory_check.h: the memory preflight's estimate (model_memory) against what a backend really holds, shared by the
  * CPU test (test_memory.c) and the GPU one (gpu/test_gpu_memory.c). Each case runs in a child process of its own,
  * so that the backend's peak counter (and, on the GPU, its workspace, which only grows) starts from nothing. The
- * child checks that model_create allocates exactly the buffers model_memory lists, then does what runs do (the
- * init's weight copies, optimizer steps with or without gradient accumulation, an evaluation, the logits of a
- * sample) and checks that the estimate covers the backend's peak and exceeds it by at most a tolerance. */
+ * child checks that model_create allocates exactly the buffers model_memory lists (and the workspace it reserves),
+ * then does what runs do (the init's weight copies, optimizer steps with or without gradient accumulation, an
+ * evaluation, the logits of a sample) and checks that the estimate covers the backend's peak and exceeds it by at
+ * most a tolerance. On a table that captures steps, the steps run as ./train runs them (train_step.h: captured
+ * from the second on), and the evaluation and the logits follow while the captured step exists. */
 #ifndef MEMORY_CHECK_H
 #define MEMORY_CHECK_H
 
@@ -14,6 +16,7 @@
 
 #include "model/model.h"
 #include "model/optimizer.h"
+#include "model/train_step.h"
 #include "tests/small_model.h"
 #include "tests/test_util.h"
 
@@ -40,9 +43,15 @@ static void memory_case_run(const Kernels *k, const MemoryCase *mc, double toler
         CHECK(0, "%s: model_memory and model_create", mc->name);
         return;
     }
+    size_t workspace = 0, reserved = 0;
+    if (k->reserve_scratch && model_workspace(c, k, B, T, &workspace, &reserved)) {
+        CHECK(0, "%s: model_workspace", mc->name);
+        return;
+    }
     const size_t buffers = mem.params + mem.grads + mem.adam + mem.activations;
-    CHECK(k->peak_bytes() == buffers, "%s: model_create allocates the %zu bytes of buffers that model_memory lists "
-          "(backend peak %zu)", mc->name, buffers, k->peak_bytes());
+    CHECK(k->peak_bytes() == buffers + reserved, "%s: model_create allocates the %zu bytes of buffers that "
+          "model_memory lists and reserves the dry run's largest scratch, %zu bytes (backend peak %zu)", mc->name,
+          buffers, reserved, k->peak_bytes());
 
     model_init_weights(&m, 7);
     int32_t *tokens = malloc((size_t)M * sizeof(int32_t)), *targets = malloc((size_t)M * sizeof(int32_t));
@@ -60,29 +69,55 @@ static void memory_case_run(const Kernels *k, const MemoryCase *mc, double toler
     t.weight_decay = 0.1;
     t.grad_clip = 1.0;
     double norm = 0;
-    for (int step = 1; step <= 2; step++) {
-        model_zero_grads(&m);
-        for (int micro = 0; micro < mc->accum; micro++) {
-            for (int i = 0; i < M; i++) {
-                tokens[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
-                targets[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
-            }
-            model_forward(&m, tokens, B, T);
-            model_loss(&m, targets, B, T, 1.0f / (float)(M * mc->accum));
-            model_backward(&m, B, T, (micro == 0 ? MICRO_FIRST : 0) | (micro == mc->accum - 1 ? MICRO_LAST : 0));
+    TrainStep s = {0};
+    size_t step_bytes = 0; /* the captured step's micro-batch slots, beside the model */
+    if (k->capture_begin) {
+        step_bytes = train_step_bytes(B, T, mc->accum);
+        if (train_step_create(&s, &m, B, T, mc->accum, 1, err, sizeof(err))) {
+            CHECK(0, "%s: train_step_create: %s", mc->name, err);
+            exit(1);
         }
-        norm = optimizer_step(&m, &t, t.learning_rate, step);
+        for (int step = 1; step <= 3; step++) {
+            for (int micro = 0; micro < mc->accum; micro++) {
+                for (int i = 0; i < M; i++) {
+                    tokens[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
+                    targets[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
+                }
+                train_step_load(&s, micro, tokens, targets);
+            }
+            train_step_run(&s, &t, t.learning_rate, step);
+            double step_loss;
+            train_step_result(&s, &step_loss, &norm);
+        }
+        CHECK(train_step_captured(&s), "%s: the steps after the first are replayed from a captured graph", mc->name);
+    } else {
+        for (int step = 1; step <= 2; step++) {
+            model_zero_grads(&m);
+            for (int micro = 0; micro < mc->accum; micro++) {
+                for (int i = 0; i < M; i++) {
+                    tokens[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
+                    targets[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
+                }
+                model_forward(&m, tokens, B, T);
+                model_loss(&m, targets, B, T, 1.0f / (float)(M * mc->accum));
+                model_backward(&m, B, T,
+                               (micro == 0 ? MICRO_FIRST : 0) | (micro == mc->accum - 1 ? MICRO_LAST : 0));
+            }
+            norm = optimizer_step(&m, &t, t.learning_rate, step);
+        }
     }
     model_forward(&m, tokens, B, T);
     const double loss = model_loss(&m, targets, B, T, 0.0f);
     model_last_logits(&m, B, T, logits);
     k->synchronize();
     const size_t peak = k->peak_bytes();
+    if (k->capture_begin) train_step_destroy(&s);
+    mem.total = size_add(mem.total, step_bytes);
     CHECK(isfinite(norm) && isfinite(loss) && isfinite(logits[0]), "%s: the run is finite (grad norm %.4g, loss %.4g)",
           mc->name, norm, loss);
     CHECK(peak <= mem.total && (double)(mem.total - peak) <= tolerance * (double)mem.total,
-          "%s: the estimate %zu bytes (workspace %zu) covers the backend's peak %zu bytes and exceeds it by %.3f%% "
-          "(tolerance %.3f%%)", mc->name, mem.total, mem.workspace, peak,
+          "%s: the estimate %zu bytes (workspace %zu, a captured step's batches %zu) covers the backend's peak %zu "
+          "bytes and exceeds it by %.3f%% (tolerance %.3f%%)", mc->name, mem.total, mem.workspace, step_bytes, peak,
           peak <= mem.total ? 100.0 * (double)(mem.total - peak) / (double)mem.total : -1.0, 100.0 * tolerance);
     free(tokens);
     free(targets);

@@ -69,6 +69,7 @@ extern "C" const Kernels kernels_cuda = {
     .capture_end = cuda_capture_end,
     .replay = cuda_replay,
     .graph_free = cuda_graph_free,
+    .reserve_scratch = cuda_reserve_scratch,
 
     .embed_norm = cuda_embed_norm,
     .gemm_residual_norm = cuda_gemm_residual_norm,

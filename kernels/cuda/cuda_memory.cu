@@ -129,6 +129,10 @@ void *cuda_workspace(size_t bytes) {
     return wsp.ws;
 }
 
+extern "C" void cuda_reserve_scratch(size_t bytes) {
+    if (bytes) cuda_workspace(bytes);
+}
+
 void cuda_workspace_graphs(int delta) {
     wsp.graphs += delta;
     if (wsp.graphs > 0) return;

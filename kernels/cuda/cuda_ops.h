@@ -26,6 +26,7 @@ void cuda_host_free(void *p);
 size_t cuda_available_bytes(void); /* the free device memory less cuda_untracked_reserve_bytes */
 size_t cuda_untracked_reserve_bytes(void);
 size_t cuda_peak_bytes(void);
+void cuda_reserve_scratch(size_t bytes); /* cuda_workspace(bytes) now (kernels.h reserve_scratch) */
 const char *cuda_device_name(void); /* the current device's name, read once */
 
 /* cuda_kernels.cu: the table's workspace_of (kernels.h) */
