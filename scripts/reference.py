@@ -405,14 +405,18 @@ class Body(nn.Module):
 class Llama(nn.Module):
     """LlamaForCausalLM: parameter names are Hugging Face's."""
 
-    def __init__(self, c, sdpa=False, rope_table_len=0, residual_dtype=None):
+    def __init__(self, c, sdpa=False, rope_table_len=0, residual_dtype=None, logits_fp32=False):
         """rope_table_len > 0 precomputes the cos/sin tables for sequences up to that length (the fast recipe of
         scripts/bench_vs_pytorch.py); otherwise they are computed per forward, as transformers does.
         residual_dtype (a diagnostic, --residual-dtype): the residual stream, and so its gradient, is kept in that
         dtype (torch.bfloat16: rounded after the embedding and after every residual addition, as ./train's bf16
-        activations are); None keeps transformers' (the embedding's dtype, fp32 under autocast)."""
+        activations are); None keeps transformers' (the embedding's dtype, fp32 under autocast).
+        logits_fp32 (a diagnostic, --logits-dtype fp32): the LM head's product of bf16-rounded inputs accumulated
+        and kept in fp32, as ./train's fused LM head takes the loss from its fp32 accumulators, instead of
+        autocast's bf16 logits."""
         super().__init__()
         self.residual_dtype = residual_dtype
+        self.logits_fp32 = logits_fp32
         self.model = Body(c, sdpa)
         self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
         if c["tie_word_embeddings"]:
@@ -444,6 +448,10 @@ class Llama(nn.Module):
             x = x.to(self.residual_dtype)
         for block in self.model.layers:
             x = block(x, cos, sin)
+        if self.logits_fp32:  # bf16 values, fp32 products and sums (TF32 is off)
+            with torch.autocast(device_type=tokens.device.type, enabled=False):
+                h = self.model.norm(x).to(torch.bfloat16).float()
+                return F.linear(h, self.lm_head.weight.to(torch.bfloat16).float())
         return self.lm_head(self.model.norm(x))
 
     def load(self, tensors, c, init_dir):
@@ -664,6 +672,10 @@ def parse_args(argv):
                     help="a diagnostic: bf16 keeps the residual stream (and its gradient) in bf16, rounded after the "
                          "embedding and every residual addition, as ./train's bf16 activations do; default: "
                          "transformers' (fp32 under autocast)")
+    ap.add_argument("--logits-dtype", choices=["default", "fp32"], default="default",
+                    help="a diagnostic: fp32 computes the LM head from bf16-rounded inputs with fp32 products and "
+                         "keeps the logits in fp32, as ./train's fused LM head does; default: autocast's (bf16 "
+                         "logits on a GPU)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model and loss")
     ap.add_argument("--fused-adamw", action="store_true", help="torch.optim.AdamW(fused=True)")
     ap.add_argument("--threads", type=int, help="torch.set_num_threads (CPU)")
@@ -763,7 +775,8 @@ def main(argv=None):
         val = DataLoader(t["val_data"], B, T, c["vocab_size"], False, 0, f"val_data of {cfg_path or 'flags'}")
     train.seek(start * accum)
 
-    model = Llama(c, sdpa, residual_dtype=torch.bfloat16 if args.residual_dtype == "bf16" else None)
+    model = Llama(c, sdpa, residual_dtype=torch.bfloat16 if args.residual_dtype == "bf16" else None,
+                  logits_fp32=args.logits_dtype == "fp32")
     model.load(load_weights(init_dir), c, init_dir)
     model.to(device)
     n_params = sum(p.numel() for p in model.parameters())
@@ -772,7 +785,8 @@ def main(argv=None):
           f"F={c['intermediate_size']} V={c['vocab_size']}, {'tied' if c['tie_word_embeddings'] else 'untied'}); "
           f"config {cfg_path or '(flags)'}; {device.type}, {dtype}, {'sdpa' if sdpa else 'eager'} attention"
           f"{', compiled' if args.compile else ''}"
-          f"{', bf16 residual stream' if args.residual_dtype == 'bf16' else ''}; batch {B} x {T}, {accum} micro-steps; steps {start + 1}.."
+          f"{', bf16 residual stream' if args.residual_dtype == 'bf16' else ''}"
+          f"{', fp32 logits' if args.logits_dtype == 'fp32' else ''}; batch {B} x {T}, {accum} micro-steps; steps {start + 1}.."
           f"{t['steps']}", flush=True)
 
     autocast = dtype == "bf16-autocast"
@@ -799,7 +813,8 @@ def main(argv=None):
             die(f"{log_path} already exists; pass --overwrite to replace it or --out to choose another directory")
         with open(os.path.join(args.out, "reference_config.json"), "w") as f:
             json.dump({"init": init_dir, "config": cfg_path, "start_step": start, "device": device.type,
-                       "dtype": dtype, "residual_dtype": args.residual_dtype, "sdpa": sdpa, "compile": args.compile,
+                       "dtype": dtype, "residual_dtype": args.residual_dtype,
+                       "logits_dtype": args.logits_dtype, "sdpa": sdpa, "compile": args.compile,
                        "fused_adamw": args.fused_adamw,
                        "torch": torch.__version__, "model": c, "train": t}, f, indent=2)
         log = open(log_path, "w")

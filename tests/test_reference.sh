@@ -7,7 +7,8 @@
 #   2. 60 steps (gradient accumulation 2, clipping active in the first ~20 steps, llama3 rope_scaling, GQA, tied
 #      embeddings, cosine schedule, more than one epoch): reference.py from step_00000000 logs the same losses,
 #      validation losses and grad norms, and ends with the same weights as ./train's step_00000060; with
-#      --residual-dtype bf16 (a diagnostic) its losses move by a rounding's worth, beyond that bound and not further;
+#      --residual-dtype bf16 or --logits-dtype fp32 (diagnostics that round as the GPU does) its losses move by a
+#      rounding's worth, beyond that bound and not further;
 #   3. the exported checkpoints step_00000010 and step_00000050, loaded by reference.py --score-step, give the loss that
 #      ./train logged for the next step (the same weights, the same batches);
 #   4. an untied model with the wsd schedule, no clipping and no accumulation, 20 steps, agrees the same way;
@@ -160,19 +161,22 @@ EOF
         fi
     fi
 
-    # --residual-dtype bf16 (a diagnostic: the reference's residual stream rounded as ./train's GPU activations are)
-    # moves the losses by a rounding's worth: beyond the fp32 bound, far inside another model's difference.
-    if reference ref_res --init "$TMP/init/step_00000000" --config "$TMP/run/train_config.json" --residual-dtype bf16
-    then
-        "$PY" - "$TMP/run/log.jsonl" "$TMP/ref_res/log.jsonl" "$LOSS_TOL" <<'EOF'
+    # The diagnostics --residual-dtype bf16 (the residual stream rounded as ./train's GPU activations are) and
+    # --logits-dtype fp32 (the LM head's inputs rounded to bf16, as on the GPU) move the losses by a rounding's worth:
+    # beyond the fp32 bound, far inside another model's difference.
+    for flag in "--residual-dtype bf16" "--logits-dtype fp32"; do
+        # shellcheck disable=SC2086  # the flag and its value
+        reference ref_diag --init "$TMP/init/step_00000000" --config "$TMP/run/train_config.json" $flag --overwrite ||
+            continue
+        "$PY" - "$TMP/run/log.jsonl" "$TMP/ref_diag/log.jsonl" "$LOSS_TOL" "$flag" <<'EOF'
 import json, sys
 a, b = ({r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r} for p in sys.argv[1:3])
 d = max(abs(a[s] - b[s]) for s in a if s in b)
 ok = len(b) == 60 and float(sys.argv[3]) < d < 0.05
-print(("PASS" if ok else "FAIL") + f" reference.py --residual-dtype bf16 vs ./train (fp32), 60 steps: max |loss diff| "
+print(("PASS" if ok else "FAIL") + f" reference.py {sys.argv[4]} vs ./train (fp32), 60 steps: max |loss diff| "
       f"{d:.1e} (more than the fp32 bound {sys.argv[3]}, less than 0.05)")
 EOF
-    fi
+    done
 
     # ---- 3. exported checkpoints scored by the reference
     for s in 10 50; do
