@@ -275,7 +275,8 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
     __host__ __device__ __forceinline__ auto inputs(const Params &p) {
         return ge_inputs(ge_in(x, p.x, p.ldx), ge_in_if<ACC>(dres, p.R, p.R), ge_in(gamma, p.gamma));
     }
-    /* The per-row factors, derived from the row vectors as they are loaded (before the inputs' begin()) */
+    /* The per-row factors, loaded and derived here, before the inputs' begin(): an explicit hook, because as
+     * declared row inputs with r^2 c / N computed in frag() the kernels grew (docs/EXPERIMENTS.md) */
     float coef[2], s[2], a[2];
     int trow[2]; /* LMHEAD: the rows' targets (V outside the matrix: masked) */
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
