@@ -334,7 +334,9 @@ static void bench_epilogue_variants(int M, int N, int K) {
 
 /* FusedResNormTma with parts left out (F bits): 1 the residual added, 2 the residual loaded (TMA into the slots;
  * without it the slots are not waited for), 4 gamma (else O = D), 8 the row partial; 16 leaves O out (not staged,
- * not stored). D is always written in place of the slot and stored from there. 15 = FusedResNormTma. */
+ * not stored). D is always written in place of the slot and stored from there. 15 = FusedResNormTma. Its inputs
+ * are driven by hand, not declared (the parts switch their loads and waits on and off), so it declares their
+ * shared scratch itself. */
 template <int F>
 struct KResTmaParts : GeEpilogue {
     static constexpr int kStageUnits = 1;
@@ -347,11 +349,11 @@ struct KResTmaParts : GeEpilogue {
     GeColStage<128> gamma;
     __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
         if (F & 2) res.load(p.R, t);
-        if (F & 4) gamma.fetch(p.gamma, t);
+        if (F & 4) gamma.prefetch({p.gamma}, t);
     }
-    __device__ __forceinline__ void begin(const Params &, const GeTile &t) {
+    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
         ss.reset();
-        if (F & 4) gamma.publish(t);
+        if (F & 4) gamma.begin({p.gamma}, t);
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         if (F & 2) res.wait(t);
@@ -359,7 +361,7 @@ struct KResTmaParts : GeEpilogue {
         float2 d[2] = {v[0], v[1]};
         if (F & 1) {
             float2 r[2];
-            res.get(t, r);
+            res.read(t, r);
             d[0] = ge_add(d[0], r[0]);
             d[1] = ge_add(d[1], r[1]);
         }
@@ -373,7 +375,7 @@ struct KResTmaParts : GeEpilogue {
         if (!(F & 16)) ge_out_put(p.out.tail.head, t, 0, col, o);
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
-        res.flush_out(p.out.head, t);
+        res.flush({p.R, p.out.head}, t);
         if (!(F & 16)) ge_out_flush(p.out.tail.head, t, 0);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) {

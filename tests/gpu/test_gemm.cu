@@ -439,38 +439,30 @@ struct POuts : GeProgram<GeOut<bf16>, GeOut<float>, GeOut<bf16, 16>> {
     }
 };
 
-/* Primitive 3, input tiles. By TMA (GeTileInTma), an output written in place of it: Y = X + acc, X and Y [M, N]
- * bf16. BLOCKS = 2: the consumer's row blocks loaded before its main loop (ping-pong, as K_res); BLOCKS = 1: one
- * slot per k-block during it (cooperative, load_spread). Y is stored from the input's slots; the program has no
- * GeOut staging. */
+/* Primitive 3, input tiles (declared inputs). By TMA (GeTileInTma), an output written in place of it: Y = X + acc,
+ * X and Y [M, N] bf16. BLOCKS = 2: the consumer's row blocks loaded before its main loop (ping-pong, as K_res);
+ * BLOCKS = 1: one slot per k-block during it (cooperative, GE_SPREAD). Y is stored from the input's slots; the
+ * program has no GeOut staging. */
 template <int BN, int BLOCKS>
 struct PInTma : GeProgram<> {
-    static constexpr int kInUnits = GeTileInTma<BN, BLOCKS>::kUnits;
     struct Params {
         Out out; /* none */
         GeOut<bf16> X, Y;
     };
-    GeTileInTma<BN, BLOCKS> in;
-    __device__ void prefetch(const Params &p, const GeTile &t) {
-        if (BLOCKS > 1) in.load(p.X, t);
-    }
-    __device__ void during(const Params &p, const GeTile &t, int kb, int nk) {
-        if (BLOCKS == 1) in.load_spread(p.X, t, kb, nk);
-    }
+    GeTileInTma<BN, BLOCKS, BLOCKS == 1 ? GE_SPREAD : GE_AHEAD> in;
+    __host__ __device__ auto inputs(const Params &p) { return ge_inputs(ge_in(in, p.X, p.Y)); }
     __device__ void frag(const Params &, const GeTile &t, int, float2 (&v)[2]) {
-        in.wait(t);
         float2 x[2];
         in.get(t, x);
 #pragma unroll
         for (int h = 0; h < 2; h++) x[h] = ge_add(x[h], v[h]);
         in.put(t, x);
     }
-    __device__ void flush(const Params &p, const GeTile &t) { in.flush_out(p.Y, t); }
 };
 
-/* Into registers, twice as wide as the output (GeTileIn with W = 2 after ge_prefetch_tile_spread, as the SwiGLU
- * backward reads Z), and stored straight from registers (ge_store_wide): X and Y [M, 2N], a pair of columns per
- * output column c: Y[., 2c] = X[., 2c] + acc[., c], Y[., 2c + 1] = X[., 2c + 1] - acc[., c]. */
+/* Into registers, twice as wide as the output (GeTileIn with W = 2 after L2 prefetches spread over the main loop,
+ * as the SwiGLU backward reads Z), and stored straight from registers (ge_store_wide): X and Y [M, 2N], a pair of
+ * columns per output column c: Y[., 2c] = X[., 2c] + acc[., c], Y[., 2c + 1] = X[., 2c + 1] - acc[., c]. */
 template <int BN>
 struct PInWide : GeProgram<> {
     struct Params {
@@ -479,11 +471,8 @@ struct PInWide : GeProgram<> {
         bf16 *Y;
         long ld;
     };
-    GeTileIn<BN, 8, 4, 2> in;
-    __device__ void during(const Params &p, const GeTile &t, int kb, int nk) {
-        ge_prefetch_tile_spread<2>(p.X, p.ld, t, BN, kb, nk);
-    }
-    __device__ void begin(const Params &p, const GeTile &t) { in.start(p.X, p.ld, t); }
+    GeTileIn<BN, 8, 4, 2, GE_SPREAD> in;
+    __host__ __device__ auto inputs(const Params &p) { return ge_inputs(ge_in(in, p.X, p.ld)); }
     __device__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {

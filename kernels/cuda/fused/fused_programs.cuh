@@ -27,20 +27,14 @@ struct FusedResNormParams {
 };
 template <int BN> /* the tile width it runs with */
 struct FusedResNorm : GeProgram<GeOut<bf16>, GeOut<bf16>> {
-    static constexpr int kVecFloats = BN; /* gamma */
     using Params = FusedResNormParams;
-    GeRowPartial<GeSum> ss;
     GeTileIn<BN> res; /* the whole tile: BN/4 registers, all loads in flight at once */
     GeColStage<BN> gamma;
-    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
-        ge_prefetch_tile(p.res, p.ld, t, BN);
-        gamma.fetch(p.gamma, t);
+    __host__ __device__ __forceinline__ auto inputs(const Params &p) {
+        return ge_inputs(ge_in(res, p.res, p.ld), ge_in(gamma, p.gamma));
     }
-    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
-        ss.reset();
-        res.start(p.res, p.ld, t);
-        gamma.publish(t);
-    }
+    GeRowPartial<GeSum> ss;
+    __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         const float2 g = gamma.get(t, col);
         float2 d[2] = {ge_add(v[0], res.get(t, 0)), ge_add(v[1], res.get(t, 1))};
@@ -62,23 +56,16 @@ struct FusedResNorm : GeProgram<GeOut<bf16>, GeOut<bf16>> {
  * (the launcher checks). */
 template <int BN>
 struct FusedResNormTma : GeProgram<GeOut<bf16>> {
-    static constexpr int kInUnits = GeTileInTma<BN>::kUnits; /* the residual, then D */
-    static constexpr int kVecFloats = BN;                    /* gamma */
     using Params = FusedResNormParams;
     static bool direct(const Params &p) { return !p.out.tail.head.tma; } /* O; D and R are TMA targets */
-    GeRowPartial<GeSum> ss;
-    GeTileInTma<BN> res;
+    GeTileInTma<BN> res; /* the residual, then D written over it */
     GeColStage<BN> gamma;
-    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
-        res.load(p.R, t);
-        gamma.fetch(p.gamma, t);
+    __host__ __device__ __forceinline__ auto inputs(const Params &p) {
+        return ge_inputs(ge_in(res, p.R, p.out.head), ge_in(gamma, p.gamma));
     }
-    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
-        ss.reset();
-        gamma.publish(t);
-    }
+    GeRowPartial<GeSum> ss;
+    __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-        res.wait(t);
         float2 d[2];
         res.get(t, d);
 #pragma unroll
@@ -90,10 +77,9 @@ struct FusedResNormTma : GeProgram<GeOut<bf16>> {
         float2 o[2] = {ge_mul(d[0], g), ge_mul(d[1], g)};
         ge_out_put(p.out.tail.head, t, 0, col, o);
     }
-    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
-        res.flush_out(p.out.head, t);
-        ge_out_flush(p.out.tail.head, t, 0);
-    }
+    /* O only: the Params are FusedResNorm's (one launch picks either program), whose out list is (D, O); D is
+     * stored from the residual's slots (its input's flush, before this) */
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) { ge_out_flush(p.out.tail.head, t, 0); }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
 };
 
@@ -105,36 +91,33 @@ struct FusedRowScale : GeProgram<GeOut<T>> {
         const float *r;
     };
     GeRowVals r;
-    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) { r.load(p.r, t); }
+    __host__ __device__ __forceinline__ auto inputs(const Params &p) { return ge_inputs(ge_in(r, p.r)); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         float2 z[2] = {ge_scale(v[0], r[0]), ge_scale(v[1], r[1])};
         ge_put<0>(p.out, t, col, z);
     }
 };
 
-/* QKV projection: Z = rope(r * acc). RoPE rotates the interleaved pair (col, col + 1) of columns [0, n_rope) by
- * the angle of position row % T and pair (col mod hd) / 2. HD: the head dim when it is 32 or 64 (then each
- * thread's (cos, sin) for its two rows and hd / 8 pair indices are loaded in begin(), all at once, and reused by
- * every head of the tile), 0 for another power of two (loaded per fragment; hd_mask = hd - 1; at 128 the cached
- * values would not fit the ping-pong consumer's registers). */
+/* RoPE's angles as an input: the (cos, sin) tables' rows [T, hd/2] at the positions (row % T) of the thread's two
+ * rows; HD: the head dim when it is 32 or 64 (then the thread's values for its hd / 8 pair indices are loaded per
+ * row block, all at once, and reused by every head of the tile), 0 for another power of two (loaded per fragment;
+ * hd_mask = hd - 1; at 128 the cached values would not fit the ping-pong consumer's registers). cos(t, h, i),
+ * sin(t, h, i): row h's at pair index i = (col mod hd) / 2 of the fragment's column col. */
 template <int HD>
-struct FusedRope : GeProgram<GeOut<bf16>> {
-    struct Params {
-        Out out; /* Z [M, N] */
-        const float *r, *cos, *sin; /* r [M]; cos/sin [T, hd/2] */
-        int n_rope, hd_mask, T;
+struct RopeAngles : GeInput {
+    struct Src {
+        const float *const &cos, *const &sin;
+        const int &hd_mask, &T;
     };
     static constexpr int kCached = HD > 0 ? HD / 8 : 1; /* distinct pair indices per thread and row */
-    GeRowVals r;
-    const float *cs[2], *sn[2]; /* this thread's rows' table rows */
+    const float *cs[2], *sn[2];                         /* this thread's rows' table rows */
     float c[2][kCached], s[2][kCached];
-    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
-        r.load(p.r, t);
+    __device__ __forceinline__ void begin(const Src &src, const GeTile &t) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const long at = (long)(t.row[h] < t.M ? t.row[h] % p.T : 0) * ((p.hd_mask + 1) / 2);
-            cs[h] = p.cos + at;
-            sn[h] = p.sin + at;
+            const long at = (long)(t.row[h] < t.M ? t.row[h] % src.T : 0) * ((src.hd_mask + 1) / 2);
+            cs[h] = src.cos + at;
+            sn[h] = src.sin + at;
             if constexpr (HD > 0) {
 #pragma unroll
                 for (int q = 0; q < kCached; q++) { /* fragment j uses index (col0 + 8 j) mod HD / 2, j mod kCached */
@@ -145,18 +128,41 @@ struct FusedRope : GeProgram<GeOut<bf16>> {
             }
         }
     }
+    __device__ __forceinline__ float cos(const GeTile &t, int h, int i) const {
+        if constexpr (HD > 0)
+            return c[h][t.j % kCached];
+        else
+            return __ldg(cs[h] + i);
+    }
+    __device__ __forceinline__ float sin(const GeTile &t, int h, int i) const {
+        if constexpr (HD > 0)
+            return s[h][t.j % kCached];
+        else
+            return __ldg(sn[h] + i);
+    }
+};
+
+/* QKV projection: Z = rope(r * acc). RoPE rotates the interleaved pair (col, col + 1) of columns [0, n_rope) by
+ * the angle of position row % T and pair (col mod hd) / 2 (RopeAngles<HD>). */
+template <int HD>
+struct FusedRope : GeProgram<GeOut<bf16>> {
+    struct Params {
+        Out out; /* Z [M, N] */
+        const float *r, *cos, *sin; /* r [M]; cos/sin [T, hd/2] */
+        int n_rope, hd_mask, T;
+    };
+    GeRowVals r;
+    RopeAngles<HD> angle;
+    __host__ __device__ __forceinline__ auto inputs(const Params &p) {
+        return ge_inputs(ge_in(r, p.r), ge_in(angle, p.cos, p.sin, p.hd_mask, p.T));
+    }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         const bool rope = col < p.n_rope;
         const int i = (col & p.hd_mask) >> 1;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             v[h] = ge_scale(v[h], r[h]);
-            if (rope) {
-                if constexpr (HD > 0)
-                    v[h] = rope_rotate(v[h], c[h][t.j % kCached], s[h][t.j % kCached]);
-                else
-                    v[h] = rope_rotate(v[h], __ldg(cs[h] + i), __ldg(sn[h] + i));
-            }
+            if (rope) v[h] = rope_rotate(v[h], angle.cos(t, h, i), angle.sin(t, h, i));
         }
         ge_put<0>(p.out, t, col, v);
     }
@@ -170,7 +176,7 @@ struct FusedSwiGLU : GeProgram<GeOut<bf16>, GeOut<bf16, 16>> {
         const float *r;
     };
     GeRowVals r;
-    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) { r.load(p.r, t); }
+    __host__ __device__ __forceinline__ auto inputs(const Params &p) { return ge_inputs(ge_in(r, p.r)); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         float2 z[2] = {ge_scale(v[0], r[0]), ge_scale(v[1], r[1])};
         ge_put<0>(p.out, t, col, z); /* z becomes Z as stored */
@@ -201,14 +207,13 @@ struct FusedLmHead : std::conditional_t<STORE, GeProgram<GeOut<bf16>>, GeProgram
     };
     __device__ __forceinline__ static bool skip(const Params &p) { return p.gate && *p.gate == 0; }
     GeRowVals r, zref;
-    int tgt[2];
+    GeRowInts tgt;
+    __host__ __device__ __forceinline__ auto inputs(const Params &p) {
+        return ge_inputs(ge_in(r, p.r), ge_in(zref, p.zref), ge_in(tgt, p.target, -1));
+    }
     GeRowPartial<GeSum> s, ze;
     GeRowPartial<GeMax> zmax;
-    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
-        r.load(p.r, t);
-        zref.load(p.zref, t);
-#pragma unroll
-        for (int h = 0; h < 2; h++) tgt[h] = t.row[h] < t.M ? __ldg(p.target + t.row[h]) : -1;
+    __device__ __forceinline__ void begin(const Params &, const GeTile &) {
         s.reset();
         ze.reset();
         zmax.reset();
@@ -251,8 +256,6 @@ struct FusedLmHead : std::conditional_t<STORE, GeProgram<GeOut<bf16>>, GeProgram
 template <int BN, bool ACC, bool LMHEAD>
 struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>>> {
     static constexpr bool kColPartials = true;
-    static constexpr int kVecFloats = BN; /* gamma */
-    static constexpr int kInUnits = ACC ? GeTileInTma<BN, 1>::kUnits : 0; /* dres, then dx over it */
     struct Params {
         typename FusedNormBwd::Out out; /* dres (!ACC) */
         GeOut<bf16> R;                  /* dres as the TMA source and target of the in-place update (ACC) */
@@ -266,19 +269,16 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
         const bf16 *W; /* LMHEAD: [V, N] */
         int V;
     };
-    static bool direct(const Params &p) { return ACC ? false : p.out.any_direct(); }
     GeTileIn<BN, 16, 4> x;
-    GeTileInTma<BN, 1> dres;
+    GeTileInTma<BN, 1, GE_SPREAD> dres; /* ACC: dres, then dx added over it */
     GeColStage<BN> gamma;
+    __host__ __device__ __forceinline__ auto inputs(const Params &p) {
+        return ge_inputs(ge_in(x, p.x, p.ldx), ge_in_if<ACC>(dres, p.R, p.R), ge_in(gamma, p.gamma));
+    }
+    /* The per-row factors, loaded and derived here, before the inputs' begin(): an explicit hook, because as
+     * declared row inputs with r^2 c / N computed in frag() the kernels grew (docs/EXPERIMENTS.md) */
     float coef[2], s[2], a[2];
     int trow[2]; /* LMHEAD: the rows' targets (V outside the matrix: masked) */
-    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
-        ge_prefetch_tile(p.x, p.ldx, t, BN);
-        gamma.fetch(p.gamma, t);
-    }
-    __device__ __forceinline__ void during(const Params &p, const GeTile &t, int kb, int nk) {
-        if constexpr (ACC) dres.load_spread(p.R, t, kb, nk);
-    }
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -290,8 +290,6 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
                 trow[h] = t.row[h] < t.M ? __ldg(p.target + t.row[h]) : p.V;
             }
         }
-        x.start(p.x, p.ldx, t);
-        gamma.publish(t);
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         const float2 g = gamma.get(t, col);
@@ -307,9 +305,8 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
             dx[h] = make_float2(rms_backward(g.x, G[h].x, coef[h], xv.x), rms_backward(g.y, G[h].y, coef[h], xv.y));
             gx[h] = ge_mul(G[h], xv);
         }
-        x.advance(t);
+        x.advance(t); /* x's next loads, before the stores of dx and the column partials */
         if constexpr (ACC) {
-            dres.wait(t);
             float2 old[2];
             dres.get(t, old);
             float2 sum[2] = {ge_add(old[0], dx[0]), ge_add(old[1], dx[1])};
@@ -318,12 +315,6 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
             ge_put<0>(p.out, t, col, dx);
         }
         ge_col_partial_add(t, col, gx[0], gx[1], BN);
-    }
-    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
-        if constexpr (ACC)
-            dres.flush_out(p.R, t);
-        else
-            p.out.flush_from(t);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ge_col_partial_store(p.part, t.N, t, BN); }
 };
@@ -345,17 +336,13 @@ struct FusedSwiGLUBwd : GeProgram<GeOut<bf16>> {
         float *part; /* [M, ldpart] */
         long ldpart;
     };
-    GeTileIn<BN, 8, 4, 2> z;
-    GeRowPartial<GeSum> c;
     GeRowVals r;
-    __device__ __forceinline__ void during(const Params &p, const GeTile &t, int kb, int nk) {
-        ge_prefetch_tile_spread<2>(p.Z, p.ldz, t, BN, kb, nk);
+    GeTileIn<BN, 8, 4, 2, GE_SPREAD> z;
+    __host__ __device__ __forceinline__ auto inputs(const Params &p) {
+        return ge_inputs(ge_in(r, p.r), ge_in(z, p.Z, p.ldz));
     }
-    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
-        r.load(p.r, t);
-        c.reset();
-        z.start(p.Z, p.ldz, t);
-    }
+    GeRowPartial<GeSum> c;
+    __device__ __forceinline__ void begin(const Params &, const GeTile &) { c.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         float act[2][2]; /* [h][column e]: pairs for ge_put below */
 #pragma unroll
@@ -376,7 +363,7 @@ struct FusedSwiGLUBwd : GeProgram<GeOut<bf16>> {
             ge_store_wide(p.dZ, p.ldz, t, h, col, d);
             c.add(t, h, col, make_float2(cc[0], cc[1]));
         }
-        z.advance(t);
+        z.advance(t); /* Z's next loads, before act is staged */
         float2 av[2] = {make_float2(act[0][0], act[0][1]), make_float2(act[1][0], act[1][1])};
         ge_put<0>(p.out, t, col, av);
     }
@@ -389,22 +376,16 @@ struct FusedSwiGLUBwd : GeProgram<GeOut<bf16>> {
  * global-norm clipping, summed by the caller). */
 template <int BN, bool ACC>
 struct FusedDw : GeProgram<GeOut<float, 32, ACC>> {
-    static constexpr int kVecFloats = BN;
     struct Params {
         typename FusedDw::Out out; /* dW */
         const float *scale;
         float *part; /* [N, ldpart] or NULL (!ACC only) */
         long ldpart;
     };
-    GeColStage<BN> scale;
+    GeColStage<BN, true> scale; /* may be null */
+    __host__ __device__ __forceinline__ auto inputs(const Params &p) { return ge_inputs(ge_in(scale, p.scale)); }
     GeRowPartial<GeSum> sq;
-    __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
-        if (p.scale) scale.fetch(p.scale, t);
-    }
-    __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
-        if (p.scale) scale.publish(t);
-        sq.reset();
-    }
+    __device__ __forceinline__ void begin(const Params &, const GeTile &) { sq.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         float2 w[2] = {v[0], v[1]};
         if (p.scale) {

@@ -1,8 +1,8 @@
 /* gemm_engine.cuh: the GEMM-epilogue engine for sm_90a: one main loop (TMA into a ring of stages, wgmma, a producer
  * and two consumer warpgroups, persistent CTAs), any epilogue program. ge_run<Program, layout, BN, SCHED> computes
  * C = op(A) . op(B) with the program's epilogue on the accumulator tile; a program is a GeEpilogue (gemm_epilogue.cuh)
- * whose hooks the kernel calls. How the kernel is laid out (schedules, shared memory, pipeline, the accumulator's
- * fragments, the hooks): docs/DESIGN.md, "Inside the engine's kernel". */
+ * whose hooks, and those of the inputs it declares, the kernel calls. How the kernel is laid out (schedules, shared
+ * memory, pipeline, the accumulator's fragments, the hooks): docs/DESIGN.md, "Inside the engine's kernel". */
 #ifndef GEMM_ENGINE_CUH
 #define GEMM_ENGINE_CUH
 
@@ -51,11 +51,13 @@ GeOut<T> ge_out(T *p, int M, int N, long ld) {
 template <class Program, int BN, int SCHED = 0>
 struct GeSmem {
     static constexpr int kA = GE_BM * GE_BK * 2, kB = BN * GE_BK * 2, kStage = kA + kB;
+    using In = GeInputsOf<Program>;
     static constexpr int kUnit = 4096, kUnits = Program::kStageUnits;
-    static constexpr int kVecPerConsumer = (Program::kVecFloats * 4 + 127) / 128 * 128;
+    static constexpr int kVecPerConsumer = ((Program::kVecFloats + In::kVecFloats) * 4 + 127) / 128 * 128;
     static constexpr int kCol = Program::kColPartials ? 8 * BN * 4 : 0;
     static constexpr int kAvail = GE_SMEM_LIMIT - 1024 /* alignment slack */ - 256 /* barriers */;
-    static constexpr int kInPerConsumer = Program::kInUnits * kUnit; /* GeTileInTma staging */
+    static constexpr int kInUnits = Program::kInUnits + In::kInUnits;
+    static constexpr int kInPerConsumer = kInUnits * kUnit; /* GeTileInTma staging */
     static constexpr int kFixed = kCol + 2 * kVecPerConsumer + (kInPerConsumer ? 2 * kInPerConsumer + 1024 : 0);
     static constexpr int kCap = BN == 256 ? 4 : 6;
     static constexpr int kMaxStages = Program::kMaxStages > 0 && Program::kMaxStages < kCap ? Program::kMaxStages : kCap;
@@ -67,7 +69,7 @@ struct GeSmem {
     static constexpr int oB = kStages * kA, oEpi = kStages * kStage, oVec = oEpi + 2 * kEpiPerConsumer,
                          oCol = oVec + 2 * kVecPerConsumer, oIn = (oCol + kCol + 1023) / 1024 * 1024,
                          oBar = oIn + 2 * kInPerConsumer;
-    static constexpr int kInBars = Program::kInUnits > 0 ? Program::kInUnits : 1; /* per consumer: one per unit */
+    static constexpr int kInBars = kInUnits > 0 ? kInUnits : 1; /* per consumer: one per unit */
     static constexpr int kBytes = 1024 + oBar + (2 * kStages + 2 + 2 * kInBars) * 8;
     static_assert(BN == 128 || BN == 256, "tile width 128 or 256");
     static_assert(kStages >= 2, "too little shared memory for two pipeline stages");
@@ -104,7 +106,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
     constexpr int S = L::kStages;
     constexpr bool PP = SCHED == GE_PINGPONG;
     constexpr int MB = PP ? 2 : 1; /* m64 row blocks per consumer */
-    constexpr bool kFlush = L::kUnits > 0 || Program::kInUnits > 0; /* the program stores tiles by TMA */
+    constexpr bool kFlush = L::kUnits > 0 || L::kInUnits > 0; /* the program stores tiles by TMA */
     static_assert(!PP || (BN == 128 && !Program::kColPartials), "ping-pong: 128 x 128 tiles, no column partials");
     extern __shared__ uint8_t ge_smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(ge_smem_raw) + 1023) & ~uintptr_t(1023));
@@ -223,6 +225,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             }
             named_bar_sync(2 + c, 128);
             if (leader) {
+                prog.inputs(params).flush(tile);
                 prog.flush(params, tile);
                 bulk_commit();
             }
@@ -238,6 +241,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             tile.m0 = tm * GE_BM;
             tile.n0 = tn * BN;
             tile.col0 = tile.n0 + 2 * (lane & 3);
+            prog.inputs(params).prefetch(tile);
             prog.prefetch(params, tile);
 
             const long g0 = (long)i * nk;
@@ -269,6 +273,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 wgmma_commit();
                 wgmma_wait<1>();
                 if (kb > 0) ge_release_stage(&empty[prev], lane);
+                prog.inputs(params).during(tile, kb, nk);
                 prog.during(params, tile, kb, nk);
                 prev = s;
                 if (++s == S) {
@@ -299,6 +304,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 tile.row[0] = tile.eng.crow0 + tile.eng.srow;
                 tile.row[1] = tile.row[0] + 8;
                 prog.begin(params, tile);
+                prog.inputs(params).begin(tile);
 #pragma unroll
                 for (int q = 0; q < BN / 32; q++) {
                     tile.eng.chunk_col = tile.n0 + 32 * q;

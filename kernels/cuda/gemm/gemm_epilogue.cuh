@@ -10,8 +10,9 @@
  *   5. accumulate:  ge_accum (out += value, fp32 or bf16 out).
  * Output tiles go fastest through GeOut (3 and 5 through shared memory and TMA, asynchronous: the consumers do not
  * wait for global memory), and input tiles through GeTileIn (the whole tile's loads in flight at once, after an L2
- * prefetch issued before the main loop) or GeTileInTma; ge_load / ge_store / ge_accum are the direct register
- * paths.
+ * prefetch) or GeTileInTma; ge_load / ge_store / ge_accum are the direct register paths. The inputs (GeTileIn,
+ * GeTileInTma, GeColStage, GeRowVals, GeRowInts: GeInput types) are declared by the program (its inputs(), a
+ * GeInputs list), and the engine calls their loads, waits and stores; frag() reads them.
  * Every primitive masks rows >= M and columns >= N itself: a fragment of an edge tile may be partly outside. */
 #ifndef GEMM_EPILOGUE_CUH
 #define GEMM_EPILOGUE_CUH
@@ -20,6 +21,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#include <utility>
 
 #include "kernels/cuda/hopper/hopper_ptx.cuh"
 
@@ -88,6 +90,29 @@ __device__ __forceinline__ int ge_pair_valid(int col, int ncols) {
     return v < 0 ? 0 : (v > 2 ? 2 : v);
 }
 
+/* The base of an input that a program declares (GeEpilogue::inputs): the engine calls its hooks with the input's
+ * source `src` (its Src, built from the Params' fields when the hook is called) at the right places, and frag()
+ * only reads it. prefetch(src, t) before the tile's main loop (L2 prefetches, TMA loads, column-vector fetches);
+ * during(src, t, kb, nk) after k-block kb of nk; begin(src, t) per row block, before its first fragment (register
+ * loads, publishing to shared memory); flush(src, t) after each chunk, in the thread that issues its stores (an
+ * output written in place of the input). Per fragment, an input's get() waits for its data where it has to. The
+ * base's hooks do nothing. kVecFloats and kInUnits: the consumer's shared scratch the input takes (a column
+ * vector, TMA staging). */
+struct GeInput {
+    static constexpr int kVecFloats = 0, kInUnits = 0;
+    template <class... A> /* (src, t, ...); the empty list GeInputs<> has them too, as (t, ...) */
+    __device__ __forceinline__ void prefetch(const A &...) const {}
+    template <class... A>
+    __device__ __forceinline__ void during(const A &...) const {}
+    template <class... A>
+    __device__ __forceinline__ void begin(const A &...) const {}
+    template <class... A>
+    __device__ __forceinline__ void flush(const A &...) const {}
+};
+
+/* When an input's loads are issued: all before the tile's main loop, or spread over its k-blocks. */
+enum GeWhen { GE_AHEAD, GE_SPREAD };
+
 /* ---------------------------------------------------------------- 1. maps */
 
 __device__ __forceinline__ float2 ge_add(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
@@ -101,14 +126,30 @@ __device__ __forceinline__ float ge_row_vec(const float *v, const GeTile &t, int
     return t.row[h] < t.M ? __ldg(v + t.row[h]) : 0.0f;
 }
 
-/* A row vector's values at the thread's two rows, loaded once per row block (begin()): row h's is [h]. */
-struct GeRowVals {
+/* Inputs: a row vector's values at the thread's two rows (row h's is [h]), loaded per row block; an int per row
+ * (e.g. the row's target column), `outside` for rows outside the matrix. */
+struct GeRowVals : GeInput {
+    struct Src {
+        const float *p;
+    };
     float v[2];
-    __device__ __forceinline__ void load(const float *p, const GeTile &t) {
-        v[0] = ge_row_vec(p, t, 0);
-        v[1] = ge_row_vec(p, t, 1);
+    __device__ __forceinline__ void begin(const Src &s, const GeTile &t) {
+        v[0] = ge_row_vec(s.p, t, 0);
+        v[1] = ge_row_vec(s.p, t, 1);
     }
     __device__ __forceinline__ float operator[](int h) const { return v[h]; }
+};
+struct GeRowInts : GeInput {
+    struct Src {
+        const int32_t *const &p; /* the Params' field, read at each row's load */
+        int outside;
+    };
+    int v[2];
+    __device__ __forceinline__ void begin(const Src &s, const GeTile &t) {
+#pragma unroll
+        for (int h = 0; h < 2; h++) v[h] = t.row[h] < t.M ? __ldg(s.p + t.row[h]) : s.outside;
+    }
+    __device__ __forceinline__ int operator[](int h) const { return v[h]; }
 };
 
 /* (v[col], v[col+1]) for a vector of `n` columns (0 outside). */
@@ -441,21 +482,28 @@ __device__ __forceinline__ void ge_put(const L &out, const GeTile &t, int col, V
     ge_out_put(GeOutAt<I, L>::get(out), t, GeOutAt<I, L>::kUnit, col, v);
 }
 
-/* A column vector (one fp32 per column, e.g. RMSNorm's gamma) for the tile, staged in shared memory: fetch() in
- * the prefetch() hook loads the consumer's copy (BN/128 values per thread) into registers before the main loop;
- * publish() in begin() writes them to the consumer's vector scratch (kVecFloats >= BN) and syncs the consumer;
- * get(t, col) in frag() reads the pair (v[col], v[col+1]) from shared memory. */
-template <int BN>
-struct GeColStage {
+/* Input: a column vector (one fp32 per column, e.g. RMSNorm's gamma) for the tile, staged in shared memory:
+ * prefetch() loads the consumer's copy (BN/128 values per thread) into registers before the main loop; begin()
+ * writes them to the consumer's vector scratch and syncs the consumer; get(t, col) in frag() reads the pair
+ * (v[col], v[col+1]) from shared memory. OPTIONAL: the source may be null, and then nothing is loaded (frag() must
+ * not get). */
+template <int BN, bool OPTIONAL = false>
+struct GeColStage : GeInput {
+    static constexpr int kVecFloats = BN;
+    struct Src {
+        const float *p;
+    };
     float x[BN / 128];
-    __device__ __forceinline__ void fetch(const float *v, const GeTile &t) {
+    __device__ __forceinline__ void prefetch(const Src &s, const GeTile &t) {
+        if (OPTIONAL && !s.p) return;
 #pragma unroll
         for (int i = 0; i < BN / 128; i++) {
             const int col = t.n0 + 128 * i + t.eng.wtid;
-            x[i] = col < t.N ? __ldg(v + col) : 0.0f;
+            x[i] = col < t.N ? __ldg(s.p + col) : 0.0f;
         }
     }
-    __device__ __forceinline__ void publish(const GeTile &t) {
+    __device__ __forceinline__ void begin(const Src &s, const GeTile &t) {
+        if (OPTIONAL && !s.p) return;
 #pragma unroll
         for (int i = 0; i < BN / 128; i++)
             st_shared_b32(t.eng.vec + 4 * (128 * i + t.eng.wtid), __float_as_uint(x[i]));
@@ -478,10 +526,10 @@ __device__ __forceinline__ void ge_prefetch_lines(const T *p, long ld, const GeT
     }
 }
 
-/* The whole block at once: call it from the program's prefetch() hook, which runs before the tile's main loop. */
-template <class T>
+/* The whole block at once, before the tile's main loop (the prefetch() hook). */
+template <int W = 1, class T>
 __device__ __forceinline__ void ge_prefetch_tile(const T *p, long ld, const GeTile &t, int bn) {
-    ge_prefetch_lines<1>(p, ld, t, bn, 0, bn * (int)sizeof(T));
+    ge_prefetch_lines<W>(p, ld, t, bn, 0, W * bn * (int)sizeof(T));
 }
 
 /* The same spread over the main loop (the during() hook, k-block kb of nk): the tile's rows in PARTS parts, part q
@@ -497,17 +545,24 @@ __device__ __forceinline__ void ge_prefetch_tile_spread(const T *p, long ld, con
     ge_prefetch_lines<W>(p, ld, t, bn, first * per, (last + 1) * per);
 }
 
-/* A bf16 input tile shaped like the output, read into registers ahead of use: start() in begin() issues the loads
- * of the first RING fragments at once, so they cost one memory latency (an L2 hit after ge_prefetch_tile) instead
- * of one per fragment; get(t, h) in frag() returns the pair at fragment (h, t.j) as floats (0 outside the matrix);
- * advance() at the end of frag() refills the slots of each finished GROUP of fragments with the fragments RING
- * ahead, so the loads stay RING - GROUP fragments ahead of use in RING x 2 x W registers. W = 2: the input is twice
- * as wide as the output (an interleaved pair of columns per output column: SwiGLU's (gate, up)); get2(t, h, p)
- * returns row h's two pairs, p[e] for output column col + e. */
-template <int BN, int RING = BN / 8, int GROUP = BN / 8, int W = 1>
-struct GeTileIn {
+/* Input: a bf16 tile shaped like the output, read into registers ahead of use, after L2 prefetches issued before
+ * the main loop (WHEN = GE_AHEAD) or spread over its last k-blocks (GE_SPREAD). begin() issues the loads of the
+ * first RING fragments at once, so they cost one memory latency (an L2 hit) instead of one per fragment; get(t, h)
+ * in frag() returns the pair at fragment (h, t.j) as floats (0 outside the matrix). With RING < BN/8 the program
+ * calls advance(t) in frag() after the fragment's last get: it refills the slots of each finished GROUP of
+ * fragments with the fragments RING ahead, so the loads stay RING - GROUP fragments ahead of use in RING x 2 x W
+ * registers (the one per-fragment call a program makes for an input: where the refill's loads go among the
+ * fragment's stores is part of the program's code). W = 2: the input is twice as wide as the output (an
+ * interleaved pair of columns per output column: SwiGLU's (gate, up)); get2(t, h, p) returns row h's two pairs,
+ * p[e] for output column col + e. */
+template <int BN, int RING = BN / 8, int GROUP = BN / 8, int W = 1, GeWhen WHEN = GE_AHEAD>
+struct GeTileIn : GeInput {
     static_assert(RING % GROUP == 0 && (BN / 8) % GROUP == 0 && RING <= BN / 8, "ring of whole groups");
     static_assert(W == 1 || W == 2, "an input as wide as the output, or twice as wide");
+    struct Src {
+        const bf16 *p;
+        long ld; /* row stride */
+    };
     uint32_t v[RING][2][W];
     const bf16 *rp[2]; /* this thread's two rows at column W col0 */
     bool fast;         /* both rows inside, the tile's columns inside, 4 W-byte aligned: unmasked loads */
@@ -549,9 +604,15 @@ struct GeTileIn {
                 if (j0 + i < BN / 8) load_frag<false>(t, j0 + i);
         }
     }
-    __device__ __forceinline__ void start(const bf16 *p, long ld, const GeTile &t) {
-        rp[0] = p + (long)t.row[0] * ld + W * t.col0;
-        rp[1] = p + (long)t.row[1] * ld + W * t.col0;
+    __device__ __forceinline__ void prefetch(const Src &s, const GeTile &t) {
+        if constexpr (WHEN == GE_AHEAD) ge_prefetch_tile<W>(s.p, s.ld, t, BN);
+    }
+    __device__ __forceinline__ void during(const Src &s, const GeTile &t, int kb, int nk) {
+        if constexpr (WHEN == GE_SPREAD) ge_prefetch_tile_spread<W>(s.p, s.ld, t, BN, kb, nk);
+    }
+    __device__ __forceinline__ void begin(const Src &s, const GeTile &t) {
+        rp[0] = s.p + (long)t.row[0] * s.ld + W * t.col0;
+        rp[1] = s.p + (long)t.row[1] * s.ld + W * t.col0;
         fast = t.row[1] < t.M && t.n0 + BN <= t.N &&
                ((reinterpret_cast<uintptr_t>(rp[0]) | reinterpret_cast<uintptr_t>(rp[1])) & (4 * W - 1)) == 0;
         load_frags(t, 0, RING);
@@ -570,22 +631,26 @@ struct GeTileIn {
     }
 };
 
-/* An input tile shaped like the output (bf16, e.g. a residual), brought into the consumer's shared input staging
- * by TMA before the tile's main loop, so that it takes no registers, no ring stages, and its latency hides behind
- * the main loop: one slot of 64 rows x 32 columns per chunk and row block (kUnits 4 KB units: up to BLOCKS row
- * blocks of BN/32 chunks), each laid out as GeOut's bf16 staging slot (the map is a GeOut<bf16>'s, ge_out()), each
- * with its own "in" mbarrier.
- * load() in prefetch() loads the row blocks this consumer will hold (after its earlier bulk stores have read the
- * slots), or load_spread() in during() loads them one slot per k-block of the main loop; slots wholly outside the
- * matrix are not loaded (all their outputs are masked).
- * wait() in frag() blocks the consumer on the chunk's slot at its first fragment; get(t, v) reads the fragment's
- * two row pairs (warp-wide); put writes bf16 values over them, and flush_out(o, t) (in the program's flush()) stores the chunk from there by TMA: an output written
- * in place of the input, with no staging of its own. A program using it declares kInUnits = GeTileInTma<...>::kUnits.
- * (Loading the second row block during the first one's epilogue, into the slots that epilogue had freed, needed
- * half the space but was slower: docs/DESIGN.md, "Why the engine is shaped this way".) */
-template <int BN, int BLOCKS = 2>
-struct GeTileInTma {
-    static constexpr int kSlots = BN / 32, kUnits = BLOCKS * kSlots;
+/* Input: a bf16 tile shaped like the output (e.g. a residual), brought into the consumer's shared input staging by
+ * TMA, so that it takes no registers, no ring stages, and its latency hides behind the main loop: one slot of 64
+ * rows x 32 columns per chunk and row block (kUnits 4 KB units: up to BLOCKS row blocks of BN/32 chunks), each laid
+ * out as GeOut's bf16 staging slot (the source is a GeOut<bf16>'s map, ge_out()), each with its own "in" mbarrier.
+ * WHEN = GE_AHEAD: prefetch() loads the row blocks this consumer will hold, before the main loop (after its earlier
+ * bulk stores have read the slots); GE_SPREAD (one row block): during() loads them one slot per k-block of it.
+ * Slots wholly outside the matrix are not loaded (all their outputs are masked). get(t, v) in frag() waits for the
+ * chunk's slot at its first fragment and reads the fragment's two row pairs (warp-wide); put(t, v) writes bf16
+ * values over them, and flush() stores the chunk from there by TMA to the source's `to`: an output written in
+ * place of the input, with no staging of its own. (Loading the second row block during the first one's epilogue,
+ * into the slots that epilogue had freed, needed half the space but was slower: docs/DESIGN.md, "Why the engine is
+ * shaped this way".) */
+template <int BN, int BLOCKS = 2, GeWhen WHEN = GE_AHEAD>
+struct GeTileInTma : GeInput {
+    static_assert(WHEN == GE_AHEAD || BLOCKS == 1, "loads spread over the main loop: one row block");
+    static constexpr int kSlots = BN / 32, kUnits = BLOCKS * kSlots, kInUnits = kUnits;
+    struct Src {
+        const GeOut<bf16> &from; /* the input */
+        const GeOut<bf16> &to;   /* the output written in place of it */
+    };
     uint32_t loads = 0; /* tiles loaded so far: a slot's wait parity is that of its latest load */
     __device__ __forceinline__ static int first_row(const GeTile &t) { return t.m0 + (t.eng.nblk == 1 ? 64 * (t.eng.cwarp >> 2) : 0); }
     /* the slot of the current chunk (t.j / 4) */
@@ -630,24 +695,114 @@ struct GeTileInTma {
         if (first == 0) bulk_wait_read<0>();
         for (int s = first; s <= last; s++) load_slot(o, t, 0, s);
     }
-    /* frag() hook: at the chunk's first fragment, wait for its slot */
+    __device__ __forceinline__ void prefetch(const Src &s, const GeTile &t) {
+        if constexpr (WHEN == GE_AHEAD) load(s.from, t);
+    }
+    __device__ __forceinline__ void during(const Src &s, const GeTile &t, int kb, int nk) {
+        if constexpr (WHEN == GE_SPREAD) load_spread(s.from, t, kb, nk);
+    }
+    /* at the chunk's first fragment, wait for its slot; read: the fragment's pairs (after wait) */
     __device__ __forceinline__ void wait(const GeTile &t) const {
         if (t.j % 4 == 0) mbar_wait(t.eng.in_bar + slot(t), (loads - 1) & 1);
     }
-    __device__ __forceinline__ void get(const GeTile &t, float2 (&v)[2]) const { ge_ld_shared_bf16_rows(addr(t), v); }
+    __device__ __forceinline__ void read(const GeTile &t, float2 (&v)[2]) const { ge_ld_shared_bf16_rows(addr(t), v); }
+    __device__ __forceinline__ void get(const GeTile &t, float2 (&v)[2]) const {
+        wait(t);
+        read(t, v);
+    }
     __device__ __forceinline__ void put(const GeTile &t, float2 (&v)[2]) const { ge_st_shared_bf16_rows(addr(t), v); }
-    __device__ __forceinline__ void flush_out(const GeOut<bf16> &o, const GeTile &t) const {
-        ge_out_store_box_at(o, t.eng.in + slot(t) * 4096, t.eng.chunk_col, t.eng.crow0);
+    __device__ __forceinline__ void flush(const Src &s, const GeTile &t) const {
+        ge_out_store_box_at(s.to, t.eng.in + slot(t) * 4096, t.eng.chunk_col, t.eng.crow0);
     }
 };
 
-/* The base of every epilogue program: no per-tile work, no scratch. A program overrides what it needs. */
+/* ---------------------------------------------------------------- declared inputs */
+
+/* The arguments of ge_in: references to the Params' fields (values where they are temporaries, e.g. constants).
+ * make<Src>() builds the input's Src from them when a hook is called, so that each field is read where the input
+ * uses it, as a direct call with these arguments would read it. */
+template <class... A>
+struct GeArgs {
+    template <class S, class... B>
+    __device__ __forceinline__ S make(const B &...b) const {
+        return S{b...};
+    }
+};
+template <class A0, class... A>
+struct GeArgs<A0, A...> {
+    A0 a;
+    GeArgs<A...> rest;
+    __host__ __device__ __forceinline__ GeArgs(A0 &&a0, A &&...r)
+        : a(static_cast<A0 &&>(a0)), rest(static_cast<A &&>(r)...) {}
+    template <class S, class... B>
+    __device__ __forceinline__ S make(const B &...b) const {
+        return rest.template make<S>(b..., a);
+    }
+};
+
+/* An input bound to its source: ge_in(input, the fields of its Src...), in a program's inputs(). */
+template <class In, class... A>
+struct GeIn {
+    In &in;
+    GeArgs<A...> args;
+    static constexpr int kVecFloats = In::kVecFloats, kInUnits = In::kInUnits;
+    __device__ __forceinline__ typename In::Src src() const { return args.template make<typename In::Src>(); }
+    __device__ __forceinline__ void prefetch(const GeTile &t) const { in.prefetch(src(), t); }
+    __device__ __forceinline__ void during(const GeTile &t, int kb, int nk) const { in.during(src(), t, kb, nk); }
+    __device__ __forceinline__ void begin(const GeTile &t) const { in.begin(src(), t); }
+    __device__ __forceinline__ void flush(const GeTile &t) const { in.flush(src(), t); }
+};
+template <class In, class... A>
+__host__ __device__ __forceinline__ GeIn<In, A...> ge_in(In &in, A &&...src) {
+    return {in, GeArgs<A...>(static_cast<A &&>(src)...)};
+}
+
+/* The inputs a program declares, in the order the engine calls their hooks: its inputs(p) returns
+ * ge_inputs(ge_in(member, source...), ...). An element may itself be a list (ge_in_if's, empty when its condition
+ * is false). The shared scratch they take adds up (one GeColStage and one GeTileInTma at most: each uses the
+ * consumer's one area of its kind). */
+template <class... Is>
+struct GeInputs;
+template <>
+struct GeInputs<> : GeInput {};
+template <class I, class... Rest>
+struct GeInputs<I, Rest...> {
+    I head;
+    GeInputs<Rest...> tail;
+    static constexpr int kVecFloats = I::kVecFloats + GeInputs<Rest...>::kVecFloats;
+    static constexpr int kInUnits = I::kInUnits + GeInputs<Rest...>::kInUnits;
+    __host__ __device__ __forceinline__ GeInputs(const I &i, const Rest &...rest) : head(i), tail(rest...) {}
+    __device__ __forceinline__ void prefetch(const GeTile &t) const { head.prefetch(t), tail.prefetch(t); }
+    __device__ __forceinline__ void during(const GeTile &t, int kb, int nk) const {
+        head.during(t, kb, nk), tail.during(t, kb, nk);
+    }
+    __device__ __forceinline__ void begin(const GeTile &t) const { head.begin(t), tail.begin(t); }
+    __device__ __forceinline__ void flush(const GeTile &t) const { head.flush(t), tail.flush(t); }
+};
+template <class... Is>
+__host__ __device__ __forceinline__ GeInputs<Is...> ge_inputs(const Is &...in) {
+    return GeInputs<Is...>(in...);
+}
+/* ge_in(in, src...) where ON, else no input (an input that only some instantiations of a program have). */
+template <bool ON, class In, class... A>
+__host__ __device__ __forceinline__ auto ge_in_if(In &in, A &&...src) {
+    if constexpr (ON)
+        return ge_inputs(ge_in(in, static_cast<A &&>(src)...));
+    else
+        return GeInputs<>{};
+}
+
+/* The base of every epilogue program: no per-tile work, no scratch, no inputs. A program overrides what it needs. */
 struct GeEpilogue {
     static constexpr bool kColPartials = false;
     static constexpr int kStageUnits = 0; /* GeOut staging per 32-column chunk, in 4 KB units */
-    static constexpr int kVecFloats = 0;  /* column-vector scratch (GeColStage), floats */
-    static constexpr int kInUnits = 0;    /* input-tile staging (GeTileInTma), 4 KB units per consumer */
+    static constexpr int kVecFloats = 0;  /* column-vector scratch (GeColStage) beyond the declared inputs', floats */
+    static constexpr int kInUnits = 0;    /* input-tile staging (GeTileInTma) beyond the declared inputs', 4 KB units */
     static constexpr int kMaxStages = 0;  /* 0: as many ring stages as fit (at most 6, or 4 at BN = 256) */
+    /* The declared inputs (GeInputs): the engine calls their prefetch, during and flush hooks before the program's
+     * and their begin after the program's begin(). */
+    template <class P>
+    __host__ __device__ __forceinline__ GeInputs<> inputs(const P &) { return {}; }
     /* true: some GeOut output of these params cannot be a TMA target (ge_out() set tma = 0), so the engine runs
      * the program's direct-store instantiation (cooperative schedule). A program with GeOut outputs defines it. */
     template <class P>
@@ -681,5 +836,9 @@ struct GeProgram : GeEpilogue {
     template <class P>
     __device__ __forceinline__ void flush(const P &p, const GeTile &t) { p.out.flush_from(t); }
 };
+
+/* The type of a program's declared inputs (the engine sizes their shared scratch from it). */
+template <class Program>
+using GeInputsOf = decltype(std::declval<Program &>().inputs(std::declval<const typename Program::Params &>()));
 
 #endif
