@@ -32,6 +32,14 @@ static inline ModelConfig memory_case_config(int D, int F, int L, int Hq, int Hk
     return small_model_shape(D, F, L, Hq, Hkv, hd, V, tied);
 }
 
+/* M random token ids and M random targets in [0, V), interleaved from rnd(). */
+static inline void random_batch(int32_t *tokens, int32_t *targets, int M, int V) {
+    for (int i = 0; i < M; i++) {
+        tokens[i] = (int32_t)((rnd() + 1) * 0.5 * V) % V;
+        targets[i] = (int32_t)((rnd() + 1) * 0.5 * V) % V;
+    }
+}
+
 /* The case on k, in this process; PASS/FAIL lines. The estimate may exceed the peak by tolerance * estimate. */
 static void memory_case_run(const Kernels *k, const MemoryCase *mc, double tolerance) {
     const ModelConfig *c = &mc->cfg;
@@ -79,10 +87,7 @@ static void memory_case_run(const Kernels *k, const MemoryCase *mc, double toler
         }
         for (int step = 1; step <= 3; step++) {
             for (int micro = 0; micro < mc->accum; micro++) {
-                for (int i = 0; i < M; i++) {
-                    tokens[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
-                    targets[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
-                }
+                random_batch(tokens, targets, M, c->vocab_size);
                 train_step_load(&s, micro, tokens, targets);
             }
             train_step_run(&s, &t, t.learning_rate, step);
@@ -94,10 +99,7 @@ static void memory_case_run(const Kernels *k, const MemoryCase *mc, double toler
         for (int step = 1; step <= 2; step++) {
             model_zero_grads(&m);
             for (int micro = 0; micro < mc->accum; micro++) {
-                for (int i = 0; i < M; i++) {
-                    tokens[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
-                    targets[i] = (int32_t)((rnd() + 1) * 0.5 * c->vocab_size) % c->vocab_size;
-                }
+                random_batch(tokens, targets, M, c->vocab_size);
                 model_forward(&m, tokens, B, T);
                 model_loss(&m, targets, B, T, 1.0f / (float)(M * mc->accum));
                 model_backward(&m, B, T,
