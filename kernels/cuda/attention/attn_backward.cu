@@ -77,6 +77,27 @@ struct AttnDkdvShape {
     static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
 };
 
+/* A dK/dV block's elementwise work on this thread's fragments (keys as rows, BQ queries from qmin as columns):
+ * st (S^T) becomes P^T = 2^(S^T scale_log2 - L) and dpt (dP^T) becomes dS^T = P^T (dP^T - D), with L and D of the
+ * fragment's columns from Lq and Dq. DIAGONAL: the block has queries before this consumer's keys (key: the thread's
+ * two), whose P is 0; the other blocks take the path without the mask. */
+template <int BQ, bool DIAGONAL>
+__device__ __forceinline__ void attn_dkdv_block(float *st, float *dpt, const float2 *Lq, const float2 *Dq,
+                                                float scale_log2, int qmin, const int *key, int lane) {
+#pragma unroll
+    for (int j = 0; j < BQ / 8; j++) {
+        const float2 lc = __ldg(Lq + 4 * j), dc = __ldg(Dq + 4 * j);
+#pragma unroll
+        for (int e = 0; e < 4; e++) { /* element i = 4 j + e: row half e / 2, column pair member e % 2 */
+            const int i = 4 * j + e;
+            float pv = attn_exp2(st[i] * scale_log2 - (e & 1 ? lc.y : lc.x));
+            if (DIAGONAL && qmin + attn_frag_col(i, lane) < key[attn_frag_half(i)]) pv = 0.0f;
+            st[i] = pv;
+            dpt[i] = pv * (dpt[i] - (e & 1 ? dc.y : dc.x));
+        }
+    }
+}
+
 /* The dK/dV CTA of key block kb of KV head kv of sequence b. */
 template <int HD>
 __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *smem, int kv, int b, int kb) {
@@ -153,19 +174,10 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         const float2 *Dq = reinterpret_cast<const float2 *>(p.D + ((long)b * p.Hq + h) * p.Tpad + qmin) + (lane & 3);
         attn_wgmma_wait<BQ / 2>(st);
         attn_wgmma_wait<BQ / 2>(dpt);
-        const bool diagonal = qmin < key0 + 63;
-#pragma unroll
-        for (int j = 0; j < BQ / 8; j++) {
-            const float2 lc = __ldg(Lq + 4 * j), dc = __ldg(Dq + 4 * j);
-#pragma unroll
-            for (int e = 0; e < 4; e++) { /* element i = 4 j + e: row half e / 2, column pair member e % 2 */
-                const int i = 4 * j + e, col = attn_frag_col(i, lane);
-                float pv = attn_exp2(st[i] * p.scale_log2 - (e & 1 ? lc.y : lc.x));
-                if (diagonal && qmin + col < key[attn_frag_half(i)]) pv = 0.0f;
-                st[i] = pv;
-                dpt[i] = pv * (dpt[i] - (e & 1 ? dc.y : dc.x));
-            }
-        }
+        if (qmin < key0 + 63) /* a query of the block is before a key of this consumer: two paths, as in the forward */
+            attn_dkdv_block<BQ, true>(st, dpt, Lq, Dq, p.scale_log2, qmin, key, lane);
+        else
+            attn_dkdv_block<BQ, false>(st, dpt, Lq, Dq, p.scale_log2, qmin, key, lane);
         attn_pack<BQ>(st, pa);
         attn_pack<BQ>(dpt, da);
         pend = s;
@@ -195,6 +207,21 @@ struct AttnDqShape {
     static constexpr int odY = Q::kBytes, oStage = 2 * Q::kBytes, oBar = oStage + kStages * kStageBytes;
     static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
 };
+
+/* A dQ block's elementwise work on this thread's fragments (queries as rows, BN keys from k0 as columns): dp (dP)
+ * becomes dS = P (dP - D) with P = 2^(S scale_log2 - L), L and D of the thread's two rows (lr, dr); sc holds S.
+ * DIAGONAL: the block has keys after this consumer's queries (q: the thread's two), whose P is 0. */
+template <int BN, bool DIAGONAL>
+__device__ __forceinline__ void attn_dq_block(const float *sc, float *dp, const float *lr, const float *dr,
+                                              float scale_log2, int k0, const int *q, int lane) {
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) {
+        const int hh = attn_frag_half(i);
+        float pv = attn_exp2(sc[i] * scale_log2 - lr[hh]);
+        if (DIAGONAL && k0 + attn_frag_col(i, lane) > q[hh]) pv = 0.0f;
+        dp[i] = pv * (dp[i] - dr[hh]);
+    }
+}
 
 /* The dQ CTA of query tile qt of query head h of sequence b. */
 template <int HD>
@@ -271,14 +298,10 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
         turns.pass();
         attn_wgmma_wait<BN / 2>(sc);
         attn_wgmma_wait<BN / 2>(dp);
-        const bool diagonal = j * BN + BN - 1 > q0;
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++) {
-            const int hh = attn_frag_half(i);
-            float pv = attn_exp2(sc[i] * p.scale_log2 - lr[hh]);
-            if (diagonal && j * BN + attn_frag_col(i, lane) > q[hh]) pv = 0.0f;
-            dp[i] = pv * (dp[i] - dr[hh]);
-        }
+        if (j * BN + BN - 1 > q0) /* a key of the block is after a query of this consumer */
+            attn_dq_block<BN, true>(sc, dp, lr, dr, p.scale_log2, j * BN, q, lane);
+        else
+            attn_dq_block<BN, false>(sc, dp, lr, dr, p.scale_log2, j * BN, q, lane);
         attn_pack<BN>(dp, da);
         pend = s;
     }
