@@ -78,15 +78,16 @@ struct AttnDkdvShape {
 };
 
 /* A dK/dV block's elementwise work on this thread's fragments (keys as rows, BQ queries from qmin as columns):
- * st (S^T) becomes P^T = 2^(S^T scale_log2 - L) and dpt (dP^T) becomes dS^T = P^T (dP^T - D), with L and D of the
- * fragment's columns from Lq and Dq. DIAGONAL: the block has queries before this consumer's keys (key: the thread's
+ * st (S^T) becomes P^T = 2^(S^T scale_log2 - L) and dpt (dP^T) becomes dS^T = P^T (dP^T - D). L and D of the
+ * fragment's columns 8 j + 2 (lane % 4) (+ 1) are float2 j of lq (in registers, loaded before the wait for S^T)
+ * and of Dq (global, float2 4 j). DIAGONAL: the block has queries before this consumer's keys (key: the thread's
  * two), whose P is 0; the other blocks take the path without the mask. */
 template <int BQ, bool DIAGONAL>
-__device__ __forceinline__ void attn_dkdv_block(float *st, float *dpt, const float2 *Lq, const float2 *Dq,
+__device__ __forceinline__ void attn_dkdv_block(float *st, float *dpt, const float2 *lq, const float2 *Dq,
                                                 float scale_log2, int qmin, const int *key, int lane) {
 #pragma unroll
     for (int j = 0; j < BQ / 8; j++) {
-        const float2 lc = __ldg(Lq + 4 * j), dc = __ldg(Dq + 4 * j);
+        const float2 lc = lq[j], dc = __ldg(Dq + 4 * j);
 #pragma unroll
         for (int e = 0; e < 4; e++) { /* element i = 4 j + e: row half e / 2, column pair member e % 2 */
             const int i = 4 * j + e;
@@ -160,6 +161,14 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         const int s = it % S, h = kv * group + it / nq, qmin = (q_first + it % nq) * BQ;
         const uint32_t ph = (it / S) & 1;
         const uint8_t *sQ = smem + L::oStage + s * L::kStageBytes, *sdy = sQ + L::Q::kBytes;
+        /* the block's L and D at this thread's fragment columns (attn_dkdv_block): L loaded first, so that it arrives
+         * during the turn; D after the wait for S^T and dP^T (beside them, at head dim 64, both do not fit) */
+        const long ld_row = ((long)b * p.Hq + h) * p.Tpad + qmin;
+        const float2 *Lq = reinterpret_cast<const float2 *>(p.L + ld_row) + (lane & 3);
+        const float2 *Dq = reinterpret_cast<const float2 *>(p.D + ld_row) + (lane & 3);
+        float2 lq[BQ / 8];
+#pragma unroll
+        for (int j = 0; j < BQ / 8; j++) lq[j] = __ldg(Lq + 4 * j);
         /* else every query of the block is before every key of this consumer */
         const bool live = qmin + BQ - 1 >= key0;
         if (!attn_turn_open(turns, pend, products, full, empty, s, ph, live, lane)) continue;
@@ -169,15 +178,12 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         attn_mma_abt<HD, BK, BQ>(dpt, sV, row0, sdy);
         wgmma_commit();
         turns.pass();
-        /* the block's L and D at this thread's fragment columns 8 j + 2 (lane % 4) (+ 1): float2 j */
-        const float2 *Lq = reinterpret_cast<const float2 *>(p.L + ((long)b * p.Hq + h) * p.Tpad + qmin) + (lane & 3);
-        const float2 *Dq = reinterpret_cast<const float2 *>(p.D + ((long)b * p.Hq + h) * p.Tpad + qmin) + (lane & 3);
         attn_wgmma_wait<BQ / 2>(st);
         attn_wgmma_wait<BQ / 2>(dpt);
         if (qmin < key0 + 63) /* a query of the block is before a key of this consumer: two paths, as in the forward */
-            attn_dkdv_block<BQ, true>(st, dpt, Lq, Dq, p.scale_log2, qmin, key, lane);
+            attn_dkdv_block<BQ, true>(st, dpt, lq, Dq, p.scale_log2, qmin, key, lane);
         else
-            attn_dkdv_block<BQ, false>(st, dpt, Lq, Dq, p.scale_log2, qmin, key, lane);
+            attn_dkdv_block<BQ, false>(st, dpt, lq, Dq, p.scale_log2, qmin, key, lane);
         attn_pack<BQ>(st, pa);
         attn_pack<BQ>(dpt, da);
         pend = s;
