@@ -77,24 +77,31 @@ struct AttnDkdvShape {
     static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
 };
 
-/* A dK/dV block's elementwise work on this thread's fragments (keys as rows, BQ queries from qmin as columns):
- * st (S^T) becomes P^T = 2^(S^T scale_log2 - L) and dpt (dP^T) becomes dS^T = P^T (dP^T - D). L and D of the
- * fragment's columns 8 j + 2 (lane % 4) (+ 1) are float2 j of lq (in registers, loaded before the wait for S^T)
- * and of Dq (global, float2 4 j). DIAGONAL: the block has queries before this consumer's keys (key: the thread's
- * two), whose P is 0; the other blocks take the path without the mask. */
+/* A dK/dV block's elementwise work on this thread's fragments (keys as rows, BQ queries from qmin as columns), in
+ * two steps, so that the first runs while dP^T is still computed. L and D of the fragment's columns
+ * 8 j + 2 (lane % 4) (+ 1) are float2 j of lq (in registers) and float2 4 j of Dq (global memory).
+ * attn_dkdv_p: st (S^T) becomes P^T = 2^(S^T scale_log2 - L). DIAGONAL: the block has queries before this
+ * consumer's keys (key: the thread's two), whose P is 0; the other blocks take the path without the mask. */
 template <int BQ, bool DIAGONAL>
-__device__ __forceinline__ void attn_dkdv_block(float *st, float *dpt, const float2 *lq, const float2 *Dq,
-                                                float scale_log2, int qmin, const int *key, int lane) {
+__device__ __forceinline__ void attn_dkdv_p(float *st, const float2 *lq, float scale_log2, int qmin, const int *key,
+                                            int lane) {
+#pragma unroll
+    for (int i = 0; i < BQ / 2; i++) { /* element i: column pair j = i / 4, member i % 2 */
+        float pv = attn_exp2(st[i] * scale_log2 - (i & 1 ? lq[i / 4].y : lq[i / 4].x));
+        if (DIAGONAL && qmin + attn_frag_col(i, lane) < key[attn_frag_half(i)]) pv = 0.0f;
+        st[i] = pv;
+    }
+}
+/* attn_dkdv_ds: dpt (dP^T) becomes dS^T = P^T (dP^T - D), pt holding P^T. */
+template <int BQ>
+__device__ __forceinline__ void attn_dkdv_ds(const float *pt, float *dpt, const float2 *Dq) {
 #pragma unroll
     for (int j = 0; j < BQ / 8; j++) {
-        const float2 lc = lq[j], dc = __ldg(Dq + 4 * j);
+        const float2 dc = __ldg(Dq + 4 * j);
 #pragma unroll
         for (int e = 0; e < 4; e++) { /* element i = 4 j + e: row half e / 2, column pair member e % 2 */
             const int i = 4 * j + e;
-            float pv = attn_exp2(st[i] * scale_log2 - (e & 1 ? lc.y : lc.x));
-            if (DIAGONAL && qmin + attn_frag_col(i, lane) < key[attn_frag_half(i)]) pv = 0.0f;
-            st[i] = pv;
-            dpt[i] = pv * (dpt[i] - (e & 1 ? dc.y : dc.x));
+            dpt[i] = pt[i] * (dpt[i] - (e & 1 ? dc.y : dc.x));
         }
     }
 }
@@ -161,29 +168,34 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         const int s = it % S, h = kv * group + it / nq, qmin = (q_first + it % nq) * BQ;
         const uint32_t ph = (it / S) & 1;
         const uint8_t *sQ = smem + L::oStage + s * L::kStageBytes, *sdy = sQ + L::Q::kBytes;
-        /* the block's L and D at this thread's fragment columns (attn_dkdv_block): L loaded first, so that it arrives
-         * during the turn; D after the wait for S^T and dP^T (beside them, at head dim 64, both do not fit) */
+        /* the block's L and D at this thread's fragment columns (attn_dkdv_p, attn_dkdv_ds): L loaded first, so that
+         * it arrives during the turn; D (beside L, S^T, dP^T, dK and dV, at head dim 64, it does not fit the
+         * registers) prefetched into L1 (a line per lane of the first BQ / 32) and loaded after the exponentials */
         const long ld_row = ((long)b * p.Hq + h) * p.Tpad + qmin;
         const float2 *Lq = reinterpret_cast<const float2 *>(p.L + ld_row) + (lane & 3);
         const float2 *Dq = reinterpret_cast<const float2 *>(p.D + ld_row) + (lane & 3);
         float2 lq[BQ / 8];
 #pragma unroll
         for (int j = 0; j < BQ / 8; j++) lq[j] = __ldg(Lq + 4 * j);
+        if (lane < BQ / 32) prefetch_l1(p.D + ld_row + 32 * lane);
         /* else every query of the block is before every key of this consumer */
         const bool live = qmin + BQ - 1 >= key0;
         if (!attn_turn_open(turns, pend, products, full, empty, s, ph, live, lane)) continue;
+        /* S^T and dP^T as two commit groups: P^T's exponentials run while dP^T is computed */
         float st[BQ / 2], dpt[BQ / 2];
         wgmma_fence();
         attn_mma_abt<HD, BK, BQ>(st, sK, row0, sQ);
+        wgmma_commit();
         attn_mma_abt<HD, BK, BQ>(dpt, sV, row0, sdy);
         wgmma_commit();
         turns.pass();
-        attn_wgmma_wait<BQ / 2>(st);
-        attn_wgmma_wait<BQ / 2>(dpt);
+        attn_wgmma_wait<BQ / 2, 1>(st);
         if (qmin < key0 + 63) /* a query of the block is before a key of this consumer: two paths, as in the forward */
-            attn_dkdv_block<BQ, true>(st, dpt, lq, Dq, p.scale_log2, qmin, key, lane);
+            attn_dkdv_p<BQ, true>(st, lq, p.scale_log2, qmin, key, lane);
         else
-            attn_dkdv_block<BQ, false>(st, dpt, lq, Dq, p.scale_log2, qmin, key, lane);
+            attn_dkdv_p<BQ, false>(st, lq, p.scale_log2, qmin, key, lane);
+        attn_wgmma_wait<BQ / 2>(dpt); /* where the paths join: ptxas cannot hoist it above the exponentials */
+        attn_dkdv_ds<BQ>(st, dpt, Dq);
         attn_pack<BQ>(st, pa);
         attn_pack<BQ>(dpt, da);
         pend = s;
@@ -214,19 +226,25 @@ struct AttnDqShape {
     static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
 };
 
-/* A dQ block's elementwise work on this thread's fragments (queries as rows, BN keys from k0 as columns): dp (dP)
- * becomes dS = P (dP - D) with P = 2^(S scale_log2 - L), L and D of the thread's two rows (lr, dr); sc holds S.
- * DIAGONAL: the block has keys after this consumer's queries (q: the thread's two), whose P is 0. */
+/* A dQ block's elementwise work on this thread's fragments (queries as rows, BN keys from k0 as columns), L and D of
+ * the thread's two rows in lr and dr, in two steps as in the dK/dV CTA. attn_dq_p: sc (S) becomes
+ * P = 2^(S scale_log2 - L). DIAGONAL: the block has keys after this consumer's queries (q: the thread's two), whose P
+ * is 0. attn_dq_ds: dp (dP) becomes dS = P (dP - D). */
 template <int BN, bool DIAGONAL>
-__device__ __forceinline__ void attn_dq_block(const float *sc, float *dp, const float *lr, const float *dr,
-                                              float scale_log2, int k0, const int *q, int lane) {
+__device__ __forceinline__ void attn_dq_p(float *sc, const float *lr, float scale_log2, int k0, const int *q,
+                                          int lane) {
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) {
         const int hh = attn_frag_half(i);
         float pv = attn_exp2(sc[i] * scale_log2 - lr[hh]);
         if (DIAGONAL && k0 + attn_frag_col(i, lane) > q[hh]) pv = 0.0f;
-        dp[i] = pv * (dp[i] - dr[hh]);
+        sc[i] = pv;
     }
+}
+template <int BN>
+__device__ __forceinline__ void attn_dq_ds(const float *pv, float *dp, const float *dr) {
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) dp[i] = pv[i] * (dp[i] - dr[attn_frag_half(i)]);
 }
 
 /* The dQ CTA of query tile qt of query head h of sequence b. */
@@ -299,15 +317,17 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
         float sc[BN / 2], dp[BN / 2];
         wgmma_fence();
         attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK);
+        wgmma_commit();
         attn_mma_abt<HD, BM, BN>(dp, sdy, row0, sV);
         wgmma_commit();
         turns.pass();
-        attn_wgmma_wait<BN / 2>(sc);
-        attn_wgmma_wait<BN / 2>(dp);
+        attn_wgmma_wait<BN / 2, 1>(sc); /* S; P's exponentials run while dP is computed */
         if (j * BN + BN - 1 > q0) /* a key of the block is after a query of this consumer */
-            attn_dq_block<BN, true>(sc, dp, lr, dr, p.scale_log2, j * BN, q, lane);
+            attn_dq_p<BN, true>(sc, lr, p.scale_log2, j * BN, q, lane);
         else
-            attn_dq_block<BN, false>(sc, dp, lr, dr, p.scale_log2, j * BN, q, lane);
+            attn_dq_p<BN, false>(sc, lr, p.scale_log2, j * BN, q, lane);
+        attn_wgmma_wait<BN / 2>(dp);
+        attn_dq_ds<BN>(sc, dp, dr);
         attn_pack<BN>(dp, da);
         pend = s;
     }

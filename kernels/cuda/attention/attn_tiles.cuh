@@ -170,10 +170,11 @@ __device__ __forceinline__ void attn_mma_pv(float *d, const uint32_t *p, const u
     }
 }
 
-/* Waits for this thread's wgmmas and pins the accumulator's registers after the wait. */
-template <int N>
+/* Waits for this thread's wgmmas (all but the last PENDING commit groups) and pins the registers of the accumulator d
+ * (of a completed group) after the wait. */
+template <int N, int PENDING = 0>
 __device__ __forceinline__ void attn_wgmma_wait(float *d) {
-    wgmma_wait<0>();
+    wgmma_wait<PENDING>();
 #pragma unroll
     for (int i = 0; i < N; i++) reg_fence(d[i]);
 }
