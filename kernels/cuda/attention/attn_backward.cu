@@ -13,9 +13,9 @@
  *     (Q and dy read MN-major); dK and dV stay in registers across the group, so GQA needs no reduction;
  *   dQ: one CTA per (128-query tile, query head, sequence), Q and dy resident, streaming K/V blocks (128 keys at
  *     head dim 64, 64 at 128) up to the diagonal: S = Q K^T, dP = dy V^T, dQ += dS K (K read MN-major).
- * In both, the two consumers take turns at the tensor cores (AttnTurns): a turn issues the previous block's products
- * (dV and dK, or dQ), waits for them, frees that block's stage and issues this block's S and dP, whose elementwise
- * work then runs during the other consumer's turn.
+ * In both, the two consumers take turns at the tensor cores (AttnTurns, attn_turn_open): a turn issues the previous
+ * block's products (dV and dK, or dQ) and this block's S behind them, then, once the products are complete, this
+ * block's dP; the elementwise work runs during the other consumer's turn, P's exponentials while dP completes.
  * Their stores carry the tail (attn_tiles.cuh's AttnTail: RoPE backward, r and the row dots c) when the fused
  * table asks for it, and go through the resident tiles' own rows to TMA stores. */
 #include "kernels/cuda/attention/attn_ops.h"
@@ -148,20 +148,20 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
     for (int i = 0; i < HD / 2; i++) dk[i] = dv[i] = 0.0f;
     mbar_wait(kv_full, 0);
 
-    /* The consumers take turns at the tensor cores (AttnTurns): a turn issues the previous block's dV and dK
-     * products, waits for them and frees that block's stage, then issues this block's S^T and dP^T; the elementwise
-     * work between (P^T, dS^T) runs while the other consumer has its turn. */
-    uint32_t pa[BQ / 4], da[BQ / 4];
+    /* The consumers take turns at the tensor cores (AttnTurns, attn_turn_open): a turn issues the previous block's
+     * dV and dK products as two commit groups; once dV is complete (P^T's registers free), this block's S^T; once dK
+     * is, this block's dP^T. The tensor cores always have a group queued, and the registers hold at most dK, dV, L,
+     * S^T and dP^T. The elementwise work (P^T, dS^T) runs while the other consumer has its turn. */
+    uint32_t pa[BQ / 4], da[BQ / 4]; /* zero before the first block (attn_turn_open) */
+#pragma unroll
+    for (int i = 0; i < BQ / 4; i++) pa[i] = da[i] = 0u;
     int pend = -1; /* the stage whose dV and dK products are still to be issued */
     auto products = [&](int sp) {
         const uint8_t *pQ = smem + L::oStage + sp * L::kStageBytes;
-        wgmma_fence();
         attn_mma_pv<HD, BQ>(dv, pa, pQ + L::Q::kBytes, true);
+        wgmma_commit();
         attn_mma_pv<HD, BQ>(dk, da, pQ, true);
         wgmma_commit();
-        attn_wgmma_wait<HD / 2>(dv);
-        attn_wgmma_wait<HD / 2>(dk);
-        if (lane == 0) mbar_arrive(&empty[sp]);
     };
     const AttnTurns turns(c);
     for (int it = 0; it < n_it; it++) {
@@ -183,9 +183,12 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         if (!attn_turn_open(turns, pend, products, full, empty, s, ph, live, lane)) continue;
         /* S^T and dP^T as two commit groups: P^T's exponentials run while dP^T is computed */
         float st[BQ / 2], dpt[BQ / 2];
+        wgmma_wait<1>(); /* dV, whose P^T registers S^T may then take */
         wgmma_fence();
         attn_mma_abt<HD, BK, BQ>(st, sK, row0, sQ);
         wgmma_commit();
+        attn_turn_products_done(pend, empty, lane);
+        wgmma_fence();
         attn_mma_abt<HD, BK, BQ>(dpt, sV, row0, sdy);
         wgmma_commit();
         turns.pass();
@@ -201,6 +204,8 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         pend = s;
     }
     attn_turn_close(turns, pend, products);
+    attn_pin<HD / 2>(dv);
+    attn_pin<HD / 2>(dk);
 
     /* this consumer's K and V rows were read by its own wgmmas only, all complete: they take dK and dV */
     attn_stage_grad<HD, BK>(sK, row0, dk, p.scale, p.tail, true, p.Hq + kv, kb * BK, b, p.T, warp, lane);
@@ -296,16 +301,15 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
     for (int i = 0; i < HD / 2; i++) dq[i] = 0.0f;
     mbar_wait(q_full, 0);
 
-    /* Turns as in the dK/dV CTA: a turn issues the previous block's dQ product, waits for it and frees its stage,
-     * then issues this block's S and dP. */
-    uint32_t da[BN / 4];
+    /* Turns as in the dK/dV CTA: a turn issues the previous block's dQ product, this block's S behind it, and once
+     * the product is complete this block's dP. */
+    uint32_t da[BN / 4]; /* zero before the first block (attn_turn_open) */
+#pragma unroll
+    for (int i = 0; i < BN / 4; i++) da[i] = 0u;
     int pend = -1; /* the stage whose dQ product is still to be issued */
     auto product = [&](int sp) {
-        wgmma_fence();
         attn_mma_pv<HD, BN>(dq, da, smem + L::oStage + sp * L::kStageBytes, true);
         wgmma_commit();
-        attn_wgmma_wait<HD / 2>(dq);
-        if (lane == 0) mbar_arrive(&empty[sp]);
     };
     const AttnTurns turns(c);
     for (int j = 0; j < n_blocks; j++) {
@@ -318,6 +322,8 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
         wgmma_fence();
         attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK);
         wgmma_commit();
+        attn_turn_products_done(pend, empty, lane);
+        wgmma_fence();
         attn_mma_abt<HD, BM, BN>(dp, sdy, row0, sV);
         wgmma_commit();
         turns.pass();
@@ -332,6 +338,7 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
         pend = s;
     }
     attn_turn_close(turns, pend, product);
+    attn_pin<HD / 2>(dq);
 
     attn_stage_grad<HD, BM>(sQ, row0, dq, p.scale, p.tail, true, h, qt * BM, b, p.T, warp, lane);
     if (attn_store_begin(c, wtid)) {

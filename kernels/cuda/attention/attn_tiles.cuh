@@ -93,26 +93,45 @@ struct AttnTurns {
     }
 };
 
-/* A backward consumer's turn (attn_backward.cu): take it, issue and finish the previous block's products
- * (products(stage), which frees that stage; pend = -1 when there are none), then wait for this block's stage s. If
- * the block is all masked for this consumer (!live), hand the turn over, free the stage and return false. */
+/* A backward consumer's turn (attn_backward.cu), in which the previous block's products (dV and dK, or dQ) run
+ * beside this block's matmuls. attn_turn_open takes the turn and waits for this block's stage s. If the block is all
+ * masked for this consumer (!live), it hands the turn over, frees stage s and returns false: the products wait for
+ * the next turn. Else it issues the products of the block in stage pend (products(stage), which commits them as one
+ * or more groups), and the consumer issues and commits its first matmul (S or S^T), calls attn_turn_products_done
+ * (the products complete behind it: their registers and their stage are free), issues and commits the second (dP or
+ * dP^T) and passes the turn. Before the consumer's first block (pend < 0) the products are issued all the same, on
+ * stage s with the consumer's P and dS still zero, adding exact zeros to zeros: a wgmma on one path only makes
+ * ptxas serialize them all (C7520). */
 template <class Products>
-__device__ __forceinline__ bool attn_turn_open(const AttnTurns &turns, int &pend, Products &products, uint64_t *full,
+__device__ __forceinline__ bool attn_turn_open(const AttnTurns &turns, int pend, Products &products, uint64_t *full,
                                                uint64_t *empty, int s, uint32_t ph, bool live, int lane) {
     turns.take();
-    if (pend >= 0) products(pend);
-    pend = -1;
     mbar_wait(&full[s], ph);
-    if (live) return true;
-    turns.pass();
-    if (lane == 0) mbar_arrive(&empty[s]);
-    return false;
+    if (!live) {
+        turns.pass();
+        if (lane == 0) mbar_arrive(&empty[s]);
+        return false;
+    }
+    wgmma_fence();
+    products(pend >= 0 ? pend : s);
+    return true;
 }
-/* The last turn: the last block's products, if any. */
+/* In a turn, after the first matmul's commit: waits for the products (only that matmul stays in flight) and frees
+ * their stage. */
+__device__ __forceinline__ void attn_turn_products_done(int pend, uint64_t *empty, int lane) {
+    wgmma_wait<1>();
+    if (lane == 0 && pend >= 0) mbar_arrive(&empty[pend]);
+}
+/* The last turn: the last block's products, if any, issued and waited for (the consumer then pins their
+ * accumulators, attn_pin: the wait is on one path only, and a wait outside it would make ptxas serialize, C7515). */
 template <class Products>
 __device__ __forceinline__ void attn_turn_close(const AttnTurns &turns, int pend, Products &products) {
     turns.take();
-    if (pend >= 0) products(pend);
+    if (pend >= 0) {
+        wgmma_fence();
+        products(pend);
+        wgmma_wait<0>();
+    }
     turns.last();
 }
 
@@ -171,12 +190,16 @@ __device__ __forceinline__ void attn_mma_pv(float *d, const uint32_t *p, const u
 }
 
 /* Waits for this thread's wgmmas (all but the last PENDING commit groups) and pins the registers of the accumulator d
- * (of a completed group) after the wait. */
+ * (of a completed group) after the wait (attn_pin: the compiler moves no access to them above that point). */
+template <int N>
+__device__ __forceinline__ void attn_pin(float *d) {
+#pragma unroll
+    for (int i = 0; i < N; i++) reg_fence(d[i]);
+}
 template <int N, int PENDING = 0>
 __device__ __forceinline__ void attn_wgmma_wait(float *d) {
     wgmma_wait<PENDING>();
-#pragma unroll
-    for (int i = 0; i < N; i++) reg_fence(d[i]);
+    attn_pin<N>(d);
 }
 
 /* attn_wgmma_wait, placed after the values a and b are computed: a branch on their bits (never all ones for the
