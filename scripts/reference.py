@@ -380,6 +380,41 @@ class MLP(nn.Module):
         return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 
+def round_bf16(x):
+    """An fp32 tensor rounded to bf16's values (to nearest, ties to even), still fp32. Written with integer operations:
+    torch.compile removes a round trip x.to(torch.bfloat16).to(torch.float32) inside a fused kernel."""
+    bits = x.view(torch.int32)
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) & -0x10000).view(torch.float32)
+
+
+class RoundGradBf16(torch.autograd.Function):
+    """The identity forward; the backward rounds the gradient to bf16's values (round_bf16)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, g):
+        return round_bf16(g)
+
+
+def residual_rounding(mode):
+    """The rounding of the residual stream after the embedding and every residual addition, x -> rnd(x, dtype):
+    None keeps transformers' numerics (the stream in the embedding's dtype, fp32 under autocast); "bf16" keeps the
+    stream, and so its gradient, in bf16 (as ./train's bf16 activations and residual gradient are); "bf16-forward"
+    rounds only the values to bf16 (the gradient passes through in fp32); "bf16-backward" rounds only the gradient."""
+    if mode is None:
+        return lambda x, dtype: x.to(dtype)
+    if mode == "bf16":
+        return lambda x, dtype: x.to(torch.bfloat16)
+    if mode == "bf16-forward":
+        return lambda x, dtype: x + (round_bf16(x) - x).detach()
+    if mode == "bf16-backward":
+        return lambda x, dtype: RoundGradBf16.apply(x)
+    raise ValueError(f"unknown residual rounding {mode!r}")
+
+
 class Block(nn.Module):
     def __init__(self, c, sdpa):
         super().__init__()
@@ -388,10 +423,10 @@ class Block(nn.Module):
         self.post_attention_layernorm = RMSNorm(c["hidden_size"], c["rms_norm_eps"])
         self.mlp = MLP(c)
 
-    def forward(self, x, cos, sin):
-        # .to(x.dtype): the residual stream keeps its dtype (a no-op unless Llama.residual_dtype made it bf16)
-        h = (x + self.self_attn(self.input_layernorm(x), cos, sin)).to(x.dtype)
-        return (h + self.mlp(self.post_attention_layernorm(h))).to(x.dtype)
+    def forward(self, x, cos, sin, rnd):
+        # rnd: the residual stream's rounding after each addition (Llama.round_residual; the identity by default)
+        h = rnd(x + self.self_attn(self.input_layernorm(x), cos, sin), x.dtype)
+        return rnd(h + self.mlp(self.post_attention_layernorm(h)), x.dtype)
 
 
 class Body(nn.Module):
@@ -405,17 +440,18 @@ class Body(nn.Module):
 class Llama(nn.Module):
     """LlamaForCausalLM: parameter names are Hugging Face's."""
 
-    def __init__(self, c, sdpa=False, rope_table_len=0, residual_dtype=None, logits_fp32=False):
+    def __init__(self, c, sdpa=False, rope_table_len=0, residual_round=None, logits_fp32=False):
         """rope_table_len > 0 precomputes the cos/sin tables for sequences up to that length (the fast recipe of
         scripts/bench_vs_pytorch.py); otherwise they are computed per forward, as transformers does.
-        residual_dtype (a diagnostic, --residual-dtype): the residual stream, and so its gradient, is kept in that
-        dtype (torch.bfloat16: rounded after the embedding and after every residual addition, as ./train's bf16
-        activations are); None keeps transformers' (the embedding's dtype, fp32 under autocast).
+        residual_round (a diagnostic, --residual-dtype): None keeps transformers' residual stream (the embedding's
+        dtype, fp32 under autocast); "bf16", "bf16-forward" or "bf16-backward" round it, its values or its gradient
+        to bf16 after the embedding and after every residual addition (residual_rounding).
         logits_fp32 (a diagnostic, --logits-dtype fp32): the LM head's product of bf16-rounded inputs accumulated
         and kept in fp32, as ./train's fused LM head takes the loss from its fp32 accumulators, instead of
         autocast's bf16 logits."""
         super().__init__()
-        self.residual_dtype = residual_dtype
+        self.round_residual = residual_rounding(residual_round)
+        self.rounds_residual = residual_round is not None
         self.logits_fp32 = logits_fp32
         self.model = Body(c, sdpa)
         self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
@@ -444,10 +480,10 @@ class Llama(nn.Module):
         with torch.autocast(device_type=tokens.device.type, enabled=False):
             cos, sin = self.rope(tokens.shape[1], tokens.device)
         x = self.model.embed_tokens(tokens)
-        if self.residual_dtype is not None:
-            x = x.to(self.residual_dtype)
+        if self.rounds_residual:
+            x = self.round_residual(x, x.dtype)
         for block in self.model.layers:
-            x = block(x, cos, sin)
+            x = block(x, cos, sin, self.round_residual)
         if self.logits_fp32:  # bf16 values, fp32 products and sums (TF32 is off)
             with torch.autocast(device_type=tokens.device.type, enabled=False):
                 h = self.model.norm(x).to(torch.bfloat16).float()
@@ -668,10 +704,12 @@ def parse_args(argv):
     ap.add_argument("--sdpa", action=argparse.BooleanOptionalAction, default=None,
                     help="attention through F.scaled_dot_product_attention (default: on a GPU) instead of "
                          "transformers' eager attention")
-    ap.add_argument("--residual-dtype", choices=["default", "bf16"], default="default",
+    ap.add_argument("--residual-dtype", choices=["default", "bf16", "bf16-forward", "bf16-backward"],
+                    default="default",
                     help="a diagnostic: bf16 keeps the residual stream (and its gradient) in bf16, rounded after the "
-                         "embedding and every residual addition, as ./train's bf16 activations do; default: "
-                         "transformers' (fp32 under autocast)")
+                         "embedding and every residual addition, as ./train's bf16 activations do; bf16-forward "
+                         "rounds only its values, bf16-backward only its gradient; default: transformers' (fp32 "
+                         "under autocast)")
     ap.add_argument("--logits-dtype", choices=["default", "fp32"], default="default",
                     help="a diagnostic: fp32 computes the LM head from bf16-rounded inputs with fp32 products and "
                          "keeps the logits in fp32, as ./train's fused LM head does; default: autocast's (bf16 "
@@ -775,7 +813,7 @@ def main(argv=None):
         val = DataLoader(t["val_data"], B, T, c["vocab_size"], False, 0, f"val_data of {cfg_path or 'flags'}")
     train.seek(start * accum)
 
-    model = Llama(c, sdpa, residual_dtype=torch.bfloat16 if args.residual_dtype == "bf16" else None,
+    model = Llama(c, sdpa, residual_round=None if args.residual_dtype == "default" else args.residual_dtype,
                   logits_fp32=args.logits_dtype == "fp32")
     model.load(load_weights(init_dir), c, init_dir)
     model.to(device)
@@ -785,7 +823,7 @@ def main(argv=None):
           f"F={c['intermediate_size']} V={c['vocab_size']}, {'tied' if c['tie_word_embeddings'] else 'untied'}); "
           f"config {cfg_path or '(flags)'}; {device.type}, {dtype}, {'sdpa' if sdpa else 'eager'} attention"
           f"{', compiled' if args.compile else ''}"
-          f"{', bf16 residual stream' if args.residual_dtype == 'bf16' else ''}"
+          f"{'' if args.residual_dtype == 'default' else f', residual stream rounded: {args.residual_dtype}'}"
           f"{', fp32 logits' if args.logits_dtype == 'fp32' else ''}; batch {B} x {T}, {accum} micro-steps; steps {start + 1}.."
           f"{t['steps']}", flush=True)
 
