@@ -29,7 +29,7 @@ cudaStream_t cuda_stream(void) {
 
 ge_launch cuda_gemm_launch(const char *op) {
     const cudaStream_t stream = cuda_stream(); /* the backend's start: reads TRAIN_PRINT_GEMMS */
-    const ge_launch how = {GE_AUTO, stream, ctx.print_gemms ? op : NULL};
+    const ge_launch how = {GE_AUTO, stream, op, ctx.print_gemms};
     return how;
 }
 

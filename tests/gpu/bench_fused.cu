@@ -140,7 +140,7 @@ int main(int argc, char **argv) {
     void *dqkv_o = fused->alloc((size_t)M * Nqkv * 2);
     float *lse = (float *)fused->alloc((size_t)M * Hq * 4);
     if (M % T == 0) fused->attention_forward(qkv, y_att, lse, M / T, T, Hq, Hkv, hd);
-    const ge_launch A = {GE_AUTO, 0, NULL};
+    const ge_launch A = {GE_AUTO, 0, "bench_fused", 0};
 
     bench("QKV + RoPE", Nqkv, D,
           [&] { fused->gemm_rope(O, Wqkv, r, rope_cos, rope_sin, out_qkv, M, Nqkv, D, (Hq + Hkv) * hd, hd, T); },

@@ -36,6 +36,8 @@
 
 
 static cublasHandle_t blas;
+/* ge_run's launch for the engine kernels run directly (default stream; the config is ge_run's template arguments) */
+static const ge_launch BENCH_LAUNCH = {GE_AUTO, 0, "bench_gemm", 0};
 static const size_t ROTATE_BYTES = 256ull << 20; /* rotate input sets until their total passes this (L2: 50 MB) */
 
 /* ---------------------------------------------------------------- device helpers */
@@ -136,7 +138,7 @@ static std::vector<double> ratios; /* ours / cuBLAS */
 
 /* A launch on the default stream with config c. */
 static ge_launch on(ge_config c) {
-    const ge_launch how = {c, 0, NULL};
+    const ge_launch how = {c, 0, "bench_gemm", 0};
     return how;
 }
 
@@ -257,19 +259,19 @@ static void bench_epilogue(int M, int N, int K) {
     const std::vector<double> t = bt_time_each({
         /* cooperative 128 x 256 (as many ring stages as fit: 4 plain, 4 with the extra tile, which leaves room for
          * 2 staging buffers per consumer) */
-        [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pc.C}}, 0); },
-        [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
+        [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pc.C}}, BENCH_LAUNCH); },
+        [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, BENCH_LAUNCH); },
         [&](int i) { kres(i, GE_COOP_256); },
         /* the same with the ring capped at 3 stages: 4 staging buffers for the extra tile */
-        [&](int i) { ge_run<RingCap<Plain, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pc.C}}, 0); },
-        [&](int i) { ge_run<RingCap<ExtraTileRowPartial, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, 0); },
+        [&](int i) { ge_run<RingCap<Plain, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pc.C}}, BENCH_LAUNCH); },
+        [&](int i) { ge_run<RingCap<ExtraTileRowPartial, 3>, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pc, BENCH_LAUNCH); },
         /* ping-pong 128 x 128 (row partials per 128 columns) */
-        [&](int i) { ge_run<Plain, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {{pp.C}}, 0); },
-        [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, pp, 0); },
+        [&](int i) { ge_run<Plain, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, {{pp.C}}, BENCH_LAUNCH); },
+        [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, pp, BENCH_LAUNCH); },
         [&](int i) { kres(i, GE_PINGPONG_128); },
         /* the first version's epilogue: stores straight from registers (cooperative) */
-        [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pd.C}}, 0); },
-        [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pd, 0); },
+        [&](int i) { ge_run<Plain, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, {{pd.C}}, BENCH_LAUNCH); },
+        [&](int i) { ge_run<ExtraTileRowPartial, GE_ABT>(A[i % nset], K, B[i % nset], K, M, N, K, pd, BENCH_LAUNCH); },
     });
     const struct { const char *what; int plain, extra, kres; } row[] = {
         {"cooperative 128x256 ", 0, 1, 2},
@@ -295,8 +297,8 @@ static void epi_variant(const char *name, int M, int N, int K, const std::vector
     using P = EpiParts<F>;
     using L = GeSmem<P, BN, SCHED>;
     const std::vector<double> t = bt_time_each(
-        {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, {{p.C}}, 0); },
-         [&](int i) { ge_run<P, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, p, 0); }});
+        {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, {{p.C}}, BENCH_LAUNCH); },
+         [&](int i) { ge_run<P, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, p, BENCH_LAUNCH); }});
     const double t0 = t[0], t1 = t[1];
     const double r = t1 / t0;
     printf("  %2d %-40s stages %d, %d staging buffers of %d KB: plain %7.3f ms, this %7.3f ms (%+5.1f%%)\n", F, name,
@@ -405,11 +407,11 @@ static void bench_kres_parts(int M, int N, int K) {
         p[i].ldpart = (N + 127) / 128;
         p[i].R = ge_out((bf16 *)R[i], M, N, N);
     }
-#define KRP(P) [&](int i) { ge_run<P, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p[i % nset], 0); }
+#define KRP(P) [&](int i) { ge_run<P, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p[i % nset], BENCH_LAUNCH); }
     const GeStore<bf16, false>::Params ps = {{p[0].out.head}};
     const std::vector<double> t = bt_time_each({
-        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
-        [&](int i) { ge_run<RingCap<GeStore<bf16, false>, 4>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, 0); },
+        [&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, BENCH_LAUNCH); },
+        [&](int i) { ge_run<RingCap<GeStore<bf16, false>, 4>, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, ps, BENCH_LAUNCH); },
         KRP(KResTmaParts<0>), KRP(KResTmaParts<8>), KRP(KResTmaParts<12>), KRP(KResTmaParts<2>), KRP(KResTmaParts<3>),
         KRP(KResTmaParts<15>), KRP(FusedResNormTma<128>), KRP(KResTmaParts<31>), KRP(FusedResNorm<128>)});
 #undef KRP

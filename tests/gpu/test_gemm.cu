@@ -35,6 +35,9 @@
 #include "tests/test_util.h"
 
 
+/* ge_run's launch for the engine kernels run directly (default stream; the config is ge_run's template arguments) */
+static const ge_launch TEST_LAUNCH = {GE_AUTO, 0, "test_gemm", 0};
+
 /* ---------------------------------------------------------------- host data */
 
 /* Host values (rounded to bf16 when `bf`) of offset + scale * U[-1,1). */
@@ -209,7 +212,7 @@ static void sched_tag(char *buf, size_t n, ge_config s, ge_config picked) {
 
 /* A launch on the default stream with config s. */
 static ge_launch on(ge_config s) {
-    const ge_launch how = {s, 0, NULL};
+    const ge_launch how = {s, 0, "test_gemm", 0};
     return how;
 }
 
@@ -488,7 +491,7 @@ struct PInWide : GeProgram<> {
 
 template <class P>
 static void run_abt(const void *A, const void *B, int M, int N, int K, const typename P::Params &p) {
-    ge_run<P, GE_ABT>(A, K, B, K, M, N, K, p, 0);
+    ge_run<P, GE_ABT>(A, K, B, K, M, N, K, p, TEST_LAUNCH);
     CK(cudaDeviceSynchronize());
 }
 
@@ -668,11 +671,11 @@ static void test_outputs(int M, int N, int K) {
             p.out.head.tma = p.out.tail.head.tma = p.out.tail.tail.head.tma = 0;
         const int tma = p.out.head.tma && p.out.tail.head.tma && p.out.tail.tail.head.tma;
         if (cfg == 1)
-            ge_run<POuts, GE_ABT, 128, GE_COOP>(c.dA, K, c.dB, K, M, N, K, p, 0);
+            ge_run<POuts, GE_ABT, 128, GE_COOP>(c.dA, K, c.dB, K, M, N, K, p, TEST_LAUNCH);
         else if (cfg == 2)
-            ge_run<POuts, GE_ABT, 128, GE_PINGPONG>(c.dA, K, c.dB, K, M, N, K, p, 0);
+            ge_run<POuts, GE_ABT, 128, GE_PINGPONG>(c.dA, K, c.dB, K, M, N, K, p, TEST_LAUNCH);
         else
-            ge_run<POuts, GE_ABT>(c.dA, K, c.dB, K, M, N, K, p, 0);
+            ge_run<POuts, GE_ABT>(c.dA, K, c.dB, K, M, N, K, p, TEST_LAUNCH);
         CK(cudaDeviceSynchronize());
         float *Y = get_bf16(dY, nc), *Y2 = get_f32(dY2, nc), *H = get_bf16(dH, nh);
         const double eY = rel_err_rows(Y, ref, c.rows, c.nr, N), eY2 = rel_err_rows(Y2, ref2, c.rows, c.nr, N);
@@ -726,7 +729,7 @@ static void in_tile_case(const AbtCase &c, int M, int N, int K, long ld, const c
         p.Y = (bf16 *)dY;
         p.ld = ld;
     }
-    ge_run<P, GE_ABT, BN, SCHED>(c.dA, K, c.dB, K, M, N, K, p, 0);
+    ge_run<P, GE_ABT, BN, SCHED>(c.dA, K, c.dB, K, M, N, K, p, TEST_LAUNCH);
     CK(cudaDeviceSynchronize());
     float *Y = get_bf16(dY, nx);
     double *ref = (double *)calloc((size_t)c.nr * NX, sizeof(double));

@@ -26,7 +26,8 @@ struct NormBwdArgs {
 /* The program on G = dZ . W (A.B: M x K x N), cooperative 128 x 256 or 128 x 128 (ge_pick's). */
 template <bool ACC, bool LMHEAD>
 static void norm_backward_run(const NormBwdArgs &g, const ge_launch &how) {
-    ge_dispatch<GE_CFG_COOP_256 | GE_CFG_COOP_128>(ge_config_of(how, GE_COOP_ONLY, g.M, g.K, g.N), [&](auto cfg) {
+    const ge_config config = ge_config_of(how, GE_COOP_ONLY, g.M, g.K, g.N);
+    ge_dispatch<GE_CFG_COOP_256 | GE_CFG_COOP_128>(config, how.op, [&](auto cfg) {
         using C = decltype(cfg);
         using Program = FusedNormBwd<C::kBN, ACC, LMHEAD>;
         typename Program::Params p = {};
@@ -46,7 +47,7 @@ static void norm_backward_run(const NormBwdArgs &g, const ge_launch &how) {
         p.target = g.target;
         p.W = (const bf16 *)g.W;
         p.V = g.N;
-        ge_run<Program, GE_AB, C::kBN, C::kSched>(g.dZ, g.ldz, g.W, g.K, g.M, g.K, g.N, p, how.stream, how.print_as);
+        ge_run<Program, GE_AB, C::kBN, C::kSched>(g.dZ, g.ldz, g.W, g.K, g.M, g.K, g.N, p, how);
     });
 }
 
@@ -88,7 +89,7 @@ extern "C" void cudaf_gemm_norm_backward(const void *dZ, const void *W, const fl
 static void swiglu_backward_run(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ,
                                 void *act, float *part, int nparts, int M, int D, int F) {
     const ge_launch how = cuda_gemm_launch("gemm_swiglu_backward");
-    ge_dispatch<GE_CFG_COOP_256 | GE_CFG_COOP_128>(ge_config_of(how, GE_COOP_ONLY, M, F, D), [&](auto cfg) {
+    ge_dispatch<GE_CFG_COOP_256 | GE_CFG_COOP_128>(ge_config_of(how, GE_COOP_ONLY, M, F, D), how.op, [&](auto cfg) {
         using C = decltype(cfg);
         using Program = FusedSwiGLUBwd<C::kBN>;
         typename Program::Params p = {};
@@ -99,7 +100,7 @@ static void swiglu_backward_run(const void *dY, const void *W_down, const void *
         p.r = r;
         p.part = part;
         p.ldpart = nparts;
-        ge_run<Program, GE_AB, C::kBN, C::kSched>(dY, D, W_down, F, M, F, D, p, how.stream, how.print_as);
+        ge_run<Program, GE_AB, C::kBN, C::kSched>(dY, D, W_down, F, M, F, D, p, how);
     });
 }
 
@@ -133,7 +134,7 @@ extern "C" void cudaf_gemm_dx(const void *dY, const void *W, void *dX, int M, in
 template <bool ACC>
 static void dw_run(const void *dY, const void *X, const float *col_scale, float *dW, float *part, int M, int N, int K) {
     const ge_launch how = cuda_gemm_launch("gemm_dw");
-    ge_dispatch<GE_CFG_ALL>(ge_config_of(how, GE_PLAIN, N, K, M), [&](auto cfg) {
+    ge_dispatch<GE_CFG_ALL>(ge_config_of(how, GE_PLAIN, N, K, M), how.op, [&](auto cfg) {
         using C = decltype(cfg);
         using Program = FusedDw<C::kBN, ACC>;
         typename Program::Params p = {};
@@ -144,7 +145,7 @@ static void dw_run(const void *dY, const void *X, const float *col_scale, float 
         p.scale = col_scale;
         p.part = part;
         p.ldpart = ge_row_parts(K);
-        ge_run<Program, GE_ATB, C::kBN, C::kSched>(dY, N, X, K, N, K, M, p, how.stream, how.print_as);
+        ge_run<Program, GE_ATB, C::kBN, C::kSched>(dY, N, X, K, N, K, M, p, how);
     });
 }
 

@@ -117,13 +117,13 @@ static long ldb_of(ge_layout l, int N, int K) { return l == GE_ABT ? K : N; }
 template <class Program>
 static void run_plain(ge_layout l, const void *A, long lda, const void *B, long ldb, int M, int N, int K,
                       const typename Program::Params &p, const ge_launch &how) {
-    ge_dispatch<GE_CFG_ALL>(ge_config_of(how, GE_PLAIN, M, N, K), [&](auto cfg) {
+    ge_dispatch<GE_CFG_ALL>(ge_config_of(how, GE_PLAIN, M, N, K), how.op, [&](auto cfg) {
         constexpr int BN = decltype(cfg)::kBN, SCHED = decltype(cfg)::kSched;
         switch (l) {
-        case GE_ABT: ge_run<Program, GE_ABT, BN, SCHED>(A, lda, B, ldb, M, N, K, p, how.stream, how.print_as); break;
-        case GE_AB: ge_run<Program, GE_AB, BN, SCHED>(A, lda, B, ldb, M, N, K, p, how.stream, how.print_as); break;
-        case GE_ATB: ge_run<Program, GE_ATB, BN, SCHED>(A, lda, B, ldb, M, N, K, p, how.stream, how.print_as); break;
-        default: ge_fail("ge_gemm", "unknown layout");
+        case GE_ABT: ge_run<Program, GE_ABT, BN, SCHED>(A, lda, B, ldb, M, N, K, p, how); break;
+        case GE_AB: ge_run<Program, GE_AB, BN, SCHED>(A, lda, B, ldb, M, N, K, p, how); break;
+        case GE_ATB: ge_run<Program, GE_ATB, BN, SCHED>(A, lda, B, ldb, M, N, K, p, how); break;
+        default: ge_fail(how.op, "unknown layout");
         }
     });
 }

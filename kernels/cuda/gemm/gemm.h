@@ -21,13 +21,15 @@ extern "C" {
  *   GE_ATB: A [K,M], B [K,N], C = A^T . B   (weight gradient dW = dY^T . X: both operands M/N-major) */
 typedef enum { GE_ABT = 0, GE_AB = 1, GE_ATB = 2 } ge_layout;
 
-/* How a launch is made: its config (GE_AUTO: ge_pick's for the launch's shape), its stream, and print_as: NULL, or
- * the name of the operation under which each kernel launch prints one line to stderr (the op, M N K, the config,
- * its ring stages and staging buffers: TRAIN_PRINT_GEMMS, docs/cuda.md). */
+/* How a launch is made: its config (GE_AUTO: ge_pick's for the launch's shape), its stream, the name of the
+ * operation it runs for (named by every failure message of the launch), and print: nonzero where each kernel launch
+ * prints one line to stderr (the op, M N K, the config, its ring stages and staging buffers: TRAIN_PRINT_GEMMS,
+ * docs/cuda.md). */
 typedef struct {
     ge_config cfg;
     cudaStream_t stream;
-    const char *print_as;
+    const char *op;
+    int print;
 } ge_launch;
 
 /* C (bf16) = op(A) . op(B). */

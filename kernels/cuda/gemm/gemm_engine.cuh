@@ -334,58 +334,68 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
 
 /* ---------------------------------------------------------------- host launch */
 
-/* Launches one instantiation of the kernel: one CTA per tile, at most one per SM. */
+/* "what: the CUDA error" in msg (a failure message of a launch). */
+inline const char *ge_launch_error(const char *what, cudaError_t e, char *msg, size_t n) {
+    snprintf(msg, n, "%s: %s", what, cudaGetErrorString(e));
+    return msg;
+}
+
+/* Launches one instantiation of the kernel for operation `op` (named by its failure messages): one CTA per tile, at
+ * most one per SM. */
 template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT>
 void ge_launch_kernel(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int K,
-               const typename Program::Params &params, cudaStream_t stream) {
+                      const typename Program::Params &params, cudaStream_t stream, const char *op) {
+    char msg[2048];
     constexpr int smem = GeSmem<Program, BN, SCHED>::kBytes;
     auto kernel = ge_kernel<Program, A_MN, B_MN, BN, SCHED, DIRECT>;
     static bool configured = false; /* one per instantiation */
     if (!configured) {
         const cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-        if (e != cudaSuccess) ge_fail("cudaFuncSetAttribute(ge_kernel)", cudaGetErrorString(e));
+        if (e != cudaSuccess) ge_fail(op, ge_launch_error("cudaFuncSetAttribute(ge_kernel)", e, msg, sizeof msg));
         configured = true;
     }
     const long ntiles = (long)((M + GE_BM - 1) / GE_BM) * ((N + BN - 1) / BN);
     const int grid = (int)(ntiles < ge_num_sms() ? ntiles : ge_num_sms());
     cudaError_t e = cudaGetLastError(); /* an earlier call's error would otherwise be blamed on this launch */
-    if (e != cudaSuccess) ge_fail("an earlier CUDA call failed (found before launching ge_kernel)", cudaGetErrorString(e));
+    if (e != cudaSuccess)
+        ge_fail(op, ge_launch_error("an earlier CUDA call failed (found before launching ge_kernel)", e, msg,
+                                    sizeof msg));
     kernel<<<grid, GE_THREADS, smem, stream>>>(tmA, tmB, M, N, K, params);
     e = cudaGetLastError();
     if (e != cudaSuccess) {
-        char msg[2048];
-        snprintf(msg, sizeof msg, "%s (%d CTAs, %d bytes of shared memory; %s)", cudaGetErrorString(e), grid, smem,
-                 __PRETTY_FUNCTION__);
-        ge_fail("launch of ge_kernel", msg);
+        snprintf(msg, sizeof msg, "launch of ge_kernel: %s (%d CTAs, %d bytes of shared memory; %s)",
+                 cudaGetErrorString(e), grid, smem, __PRETTY_FUNCTION__);
+        ge_fail(op, msg);
     }
 }
 
 /* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN, schedule SCHED. lda / ldb are the operands' row
  * strides in elements (A is [M,K] or, for GE_ATB, [K,M]; B is [N,K] for GE_ABT, else [K,N]). Where an output
  * cannot be a TMA target (Program::direct), the direct-store instantiation runs, on the cooperative schedule
- * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). print_as: NULL, or the
- * operation's name for the launch's line on stderr (ge_launch). */
+ * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). `how` gives the stream,
+ * the operation's name for failure messages and whether the launch prints its line on stderr (its config is the
+ * caller's: BN and SCHED). */
 template <class Program, int LAYOUT, int BN = GE_BN, int SCHED = GE_COOP>
 void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int K,
-            const typename Program::Params &params, cudaStream_t stream, const char *print_as = nullptr) {
+            const typename Program::Params &params, const ge_launch &how) {
     constexpr bool A_MN = LAYOUT == GE_ATB, B_MN = LAYOUT != GE_ABT;
     if (M <= 0 || N <= 0) return;
-    if (K <= 0) ge_fail("ge_run", "K must be at least 1");
+    if (K <= 0) ge_fail(how.op, "K must be at least 1");
     const CUtensorMap tmA = A_MN ? ge_tensor_map("A (M-major)", A, M, K, lda, 64, GE_BK)
                                  : ge_tensor_map("A (K-major)", A, K, M, lda, GE_BK, GE_BM);
     const CUtensorMap tmB = B_MN ? ge_tensor_map("B (N-major)", B, N, K, ldb, 64, GE_BK)
                                  : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, BN);
     const bool direct = Program::direct(params);
-    if (print_as) {
+    if (how.print) {
         using L = GeSmem<Program, BN, SCHED>;
         using LD = GeSmem<Program, BN, GE_COOP>;
-        ge_print_launch(print_as, M, N, K, ge_config{BN, direct ? GE_COOP : (ge_schedule)SCHED},
+        ge_print_launch(how.op, M, N, K, ge_config{BN, direct ? GE_COOP : (ge_schedule)SCHED},
                         direct ? LD::kStages : L::kStages, direct ? LD::kBufs : L::kBufs, direct);
     }
     if (direct)
-        ge_launch_kernel<Program, A_MN, B_MN, BN, GE_COOP, true>(tmA, tmB, M, N, K, params, stream);
+        ge_launch_kernel<Program, A_MN, B_MN, BN, GE_COOP, true>(tmA, tmB, M, N, K, params, how.stream, how.op);
     else
-        ge_launch_kernel<Program, A_MN, B_MN, BN, SCHED, false>(tmA, tmB, M, N, K, params, stream);
+        ge_launch_kernel<Program, A_MN, B_MN, BN, SCHED, false>(tmA, tmB, M, N, K, params, how.stream, how.op);
 }
 
 /* ---------------------------------------------------------------- the one dispatch */
@@ -405,9 +415,10 @@ inline ge_config ge_config_of(const ge_launch &how, ge_kind kind, int M, int N, 
 }
 
 /* The one place a config value becomes a kernel: calls run(GeConfig<BN, SCHED>{}) for cfg, which must be one of
- * the set CFGS (the configs the caller's program is instantiated for; another one stops with a message). */
+ * the set CFGS (the configs the caller's program is instantiated for; another one stops with a message naming the
+ * operation op). */
 template <int CFGS, class Run>
-void ge_dispatch(ge_config cfg, Run &&run) {
+void ge_dispatch(ge_config cfg, const char *op, Run &&run) {
     if (cfg.bn == 256 && cfg.sched == GE_COOP) {
         if constexpr ((CFGS & GE_CFG_COOP_256) != 0) return run(GeConfig<256, GE_COOP>{});
     } else if (cfg.bn == 128 && cfg.sched == GE_COOP) {
@@ -416,8 +427,8 @@ void ge_dispatch(ge_config cfg, Run &&run) {
         if constexpr ((CFGS & GE_CFG_PINGPONG_128) != 0) return run(GeConfig<128, GE_PINGPONG>{});
     }
     char name[64], msg[128];
-    snprintf(msg, sizeof msg, "no kernel of this program for the config %s", ge_config_format(cfg, name, sizeof name));
-    ge_fail("ge_dispatch", msg);
+    snprintf(msg, sizeof msg, "no kernel of its program for the config %s", ge_config_format(cfg, name, sizeof name));
+    ge_fail(op, msg);
 }
 
 /* A fused program on A . W^T (A [M,K] row stride lda, W [N,K] row stride ldw) with the config of `how` (GE_AUTO:
@@ -427,10 +438,10 @@ void ge_dispatch(ge_config cfg, Run &&run) {
 template <class PP, class COOP = PP>
 void ge_run_fused(ge_kind kind, const void *A, long lda, const void *W, long ldw, int M, int N, int K,
                   const typename PP::Params &params, const ge_launch &how) {
-    ge_dispatch<GE_CFG_PINGPONG_128 | GE_CFG_COOP_256>(ge_config_of(how, kind, M, N, K), [&](auto cfg) {
+    ge_dispatch<GE_CFG_PINGPONG_128 | GE_CFG_COOP_256>(ge_config_of(how, kind, M, N, K), how.op, [&](auto cfg) {
         using C = decltype(cfg);
         using Program = std::conditional_t<C::kSched == GE_PINGPONG, PP, COOP>;
-        ge_run<Program, GE_ABT, C::kBN, C::kSched>(A, lda, W, ldw, M, N, K, params, how.stream, how.print_as);
+        ge_run<Program, GE_ABT, C::kBN, C::kSched>(A, lda, W, ldw, M, N, K, params, how);
     });
 }
 

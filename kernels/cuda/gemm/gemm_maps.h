@@ -27,7 +27,7 @@ CUtensorMap ge_tensor_map_batched(const char *what, const void *base, uint64_t i
  * TMA cannot describe the matrix. */
 int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int cols, int M, int N, long ld);
 int ge_num_sms(void);
-/* The line a launch prints when asked (ge_launch's print_as): the operation, the product's M N K, the config, the
+/* The line a launch prints when asked (ge_launch's print): the operation, the product's M N K, the config, the
  * ring's stages and the staging buffers of its program, and whether its outputs are stored directly. */
 void ge_print_launch(const char *op, int M, int N, int K, ge_config cfg, int stages, int buffers, int direct);
 
