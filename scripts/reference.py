@@ -323,13 +323,35 @@ def rotate_half(x):
     return torch.cat((-x[..., h:], x[..., :h]), dim=-1)
 
 
+class RMSNormRoundSaved(torch.autograd.Function):
+    """RMSNorm of an fp32 x (weight * x * r, r = rsqrt(mean(x^2) + eps)) whose backward takes x rounded to bf16's
+    values (round_bf16) and r as computed from x: what ./train's backward reads when its forward carries the residual
+    stream's low part (the stored bf16 stream and the fp32 r)."""
+
+    @staticmethod
+    def forward(ctx, x, w, eps):
+        r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(round_bf16(x), r, w)
+        return w * (x * r)
+
+    @staticmethod
+    def backward(ctx, g):
+        x, r, w = ctx.saved_tensors
+        gn = g * w
+        gx = r * gn - x * r.pow(3) * (gn * x).mean(-1, keepdim=True)
+        return gx, (g * (x * r)).reshape(-1, x.shape[-1]).sum(0), None
+
+
 class RMSNorm(nn.Module):
     def __init__(self, d, eps):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(d))
         self.eps = eps
+        self.round_saved = False  # Llama(residual_round="bf16-saved")
 
     def forward(self, x):
+        if self.round_saved and x.dtype == torch.float32:
+            return RMSNormRoundSaved.apply(x, self.weight, self.eps)
         dtype = x.dtype
         h = x.to(torch.float32)
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
@@ -403,7 +425,8 @@ def residual_rounding(mode):
     """The rounding of the residual stream after the embedding and every residual addition, x -> rnd(x, dtype):
     None keeps transformers' numerics (the stream in the embedding's dtype, fp32 under autocast); "bf16" keeps the
     stream, and so its gradient, in bf16 (as ./train's bf16 activations and residual gradient are); "bf16-forward"
-    rounds only the values to bf16 (the gradient passes through in fp32); "bf16-backward" rounds only the gradient."""
+    rounds only the values to bf16 (the gradient passes through in fp32); "bf16-backward" rounds only the gradient;
+    "bf16-saved" leaves the stream as it is, and the RMSNorms' backward reads it rounded (RMSNormRoundSaved)."""
     if mode is None:
         return lambda x, dtype: x.to(dtype)
     if mode == "bf16":
@@ -412,6 +435,8 @@ def residual_rounding(mode):
         return lambda x, dtype: x + (round_bf16(x) - x).detach()
     if mode == "bf16-backward":
         return lambda x, dtype: RoundGradBf16.apply(x)
+    if mode == "bf16-saved":  # the stream stays; the norms' backward reads it rounded (RMSNormRoundSaved)
+        return lambda x, dtype: x.to(dtype)
     raise ValueError(f"unknown residual rounding {mode!r}")
 
 
@@ -451,12 +476,15 @@ class Llama(nn.Module):
         autocast's bf16 logits."""
         super().__init__()
         self.round_residual = residual_rounding(residual_round)
-        self.rounds_residual = residual_round is not None
+        self.rounds_residual = residual_round not in (None, "bf16-saved")
         self.logits_fp32 = logits_fp32
         self.model = Body(c, sdpa)
         self.lm_head = nn.Linear(c["hidden_size"], c["vocab_size"], bias=False)
         if c["tie_word_embeddings"]:
             self.lm_head.weight = self.model.embed_tokens.weight
+        for norm in self.modules():
+            if isinstance(norm, RMSNorm):
+                norm.round_saved = residual_round == "bf16-saved"
         self.register_buffer("inv_freq", rope_inv_freq(c), persistent=False)
         self.rope_table_len = rope_table_len
         if rope_table_len:
@@ -704,12 +732,12 @@ def parse_args(argv):
     ap.add_argument("--sdpa", action=argparse.BooleanOptionalAction, default=None,
                     help="attention through F.scaled_dot_product_attention (default: on a GPU) instead of "
                          "transformers' eager attention")
-    ap.add_argument("--residual-dtype", choices=["default", "bf16", "bf16-forward", "bf16-backward"],
+    ap.add_argument("--residual-dtype", choices=["default", "bf16", "bf16-forward", "bf16-backward", "bf16-saved"],
                     default="default",
                     help="a diagnostic: bf16 keeps the residual stream (and its gradient) in bf16, rounded after the "
                          "embedding and every residual addition, as ./train's bf16 activations do; bf16-forward "
-                         "rounds only its values, bf16-backward only its gradient; default: transformers' (fp32 "
-                         "under autocast)")
+                         "rounds only its values, bf16-backward only its gradient; bf16-saved keeps it and gives "
+                         "the RMSNorms' backward its values rounded; default: transformers' (fp32 under autocast)")
     ap.add_argument("--logits-dtype", choices=["default", "fp32"], default="default",
                     help="a diagnostic: fp32 computes the LM head from bf16-rounded inputs with fp32 products and "
                          "keeps the logits in fp32, as ./train's fused LM head does; default: autocast's (bf16 "

@@ -162,11 +162,11 @@ EOF
     fi
 
     # The diagnostics --residual-dtype bf16 (the residual stream rounded as ./train's GPU activations are; its values
-    # only with bf16-forward, its gradient only with bf16-backward) and --logits-dtype fp32 (the LM head's inputs
-    # rounded to bf16, as on the GPU) move the losses by a rounding's worth: beyond the fp32 bound, far inside another
-    # model's difference.
+    # only with bf16-forward, its gradient only with bf16-backward, only the RMSNorms' backward's view of it with
+    # bf16-saved) and --logits-dtype fp32 (the LM head's inputs rounded to bf16, as on the GPU) move the losses by a
+    # rounding's worth: beyond the fp32 bound, far inside another model's difference.
     for flag in "--residual-dtype bf16" "--residual-dtype bf16-forward" "--residual-dtype bf16-backward" \
-        "--logits-dtype fp32"; do
+        "--residual-dtype bf16-saved" "--logits-dtype fp32"; do
         # shellcheck disable=SC2086  # the flag and its value
         reference ref_diag --init "$TMP/init/step_00000000" --config "$TMP/run/train_config.json" $flag --overwrite ||
             continue
