@@ -427,7 +427,7 @@ def residual_rounding(mode):
     stream, and so its gradient, in bf16 (as ./train's bf16 activations and residual gradient are); "bf16-forward"
     rounds only the values to bf16 (the gradient passes through in fp32); "bf16-backward" rounds only the gradient;
     "bf16-saved" leaves the stream as it is, and the RMSNorms' backward reads it rounded (RMSNormRoundSaved)."""
-    if mode is None:
+    if mode in (None, "bf16-saved"):  # bf16-saved: the stream stays; the norms round what they save
         return lambda x, dtype: x.to(dtype)
     if mode == "bf16":
         return lambda x, dtype: x.to(torch.bfloat16)
@@ -435,8 +435,6 @@ def residual_rounding(mode):
         return lambda x, dtype: x + (round_bf16(x) - x).detach()
     if mode == "bf16-backward":
         return lambda x, dtype: RoundGradBf16.apply(x)
-    if mode == "bf16-saved":  # the stream stays; the norms' backward reads it rounded (RMSNormRoundSaved)
-        return lambda x, dtype: x.to(dtype)
     raise ValueError(f"unknown residual rounding {mode!r}")
 
 
@@ -470,7 +468,8 @@ class Llama(nn.Module):
         scripts/bench_vs_pytorch.py); otherwise they are computed per forward, as transformers does.
         residual_round (a diagnostic, --residual-dtype): None keeps transformers' residual stream (the embedding's
         dtype, fp32 under autocast); "bf16", "bf16-forward" or "bf16-backward" round it, its values or its gradient
-        to bf16 after the embedding and after every residual addition (residual_rounding).
+        to bf16 after the embedding and after every residual addition (residual_rounding); "bf16-saved" rounds only
+        what the RMSNorms save for their backward (RMSNormRoundSaved).
         logits_fp32 (a diagnostic, --logits-dtype fp32): the LM head's product of bf16-rounded inputs accumulated
         and kept in fp32, as ./train's fused LM head takes the loss from its fp32 accumulators, instead of
         autocast's bf16 logits."""
