@@ -1,11 +1,12 @@
 /* test_gpu_attention.c: the CUDA attention (forward and backward, the Hopper wgmma kernels) against the naive
  * attention of the CPU backend (per query: all scores, softmax, weighted sum; validated against a double reference
  * with finite differences in test_cpu_ops), on the same bf16-rounded inputs, at T in {1, 17, 128, 333 (ragged: not a
- * multiple of any tile), 2048, 4096}, head dim 64 and 128 (the head dims the kernels take; the trainer refuses
- * others on the GPU), GQA ratios 1, 2, 4 and 8, outputs poisoned with NaN. The backward of both gets the same y (the
- * CPU's, rounded to bf16) and lse. Tolerances (||gpu - cpu|| / ||cpu||): y and dQ/dK/dV 1e-2 (bf16 outputs; P and dS
- * are rounded to bf16 as tensor-core operands), lse 1e-5 (fp32 statistics of exact bf16 products). Also: the
- * backward gives the same bits twice (no atomics). --quick: only T <= 333 (for the sanitizers). */
+ * multiple of any tile), 2048, 4096} and around the forward's 192-query tiles at head dim 64 (191, 193, 383, 385),
+ * head dim 64 and 128 (the head dims the kernels take; the trainer refuses others on the GPU), GQA ratios 1, 2, 4
+ * and 8, outputs poisoned with NaN. The backward of both gets the same y (the CPU's, rounded to bf16) and lse.
+ * Tolerances (||gpu - cpu|| / ||cpu||): y and dQ/dK/dV 1e-2 (bf16 outputs; P and dS are rounded to bf16 as
+ * tensor-core operands), lse 1e-5 (fp32 statistics of exact bf16 products). Also: the backward gives the same bits
+ * twice (no atomics). --quick: only T <= 385 (for the sanitizers). */
 #include "tests/gpu/gpu_test_util.h"
 
 #define ATT_BF16_TOL 1e-2
@@ -73,9 +74,11 @@ int main(int argc, char **argv) {
     static const int hds[] = {64, 128};
     static const int ratios[] = {1, 2, 4, 8};
     static const int short_Ts[] = {1, 17, 128, 333};
+    static const int tile_Ts[] = {191, 193, 383, 385}; /* around multiples of 192 (head dim 64's query tiles) */
     for (int hi = 0; hi < 2; hi++) {
         for (int ti = 0; ti < 4; ti++)
             for (int ri = 0; ri < 4; ri++) test_attention(2, short_Ts[ti], 2 * ratios[ri], 2, hds[hi]);
+        for (int ti = 0; ti < 4; ti++) test_attention(2, tile_Ts[ti], 4, 2, hds[hi]);
         if (quick) continue;
         test_attention(1, 2048, 2, 2, hds[hi]);
         test_attention(1, 2048, 8, 2, hds[hi]);

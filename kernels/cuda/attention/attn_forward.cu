@@ -1,13 +1,14 @@
 /* attn_forward.cu: causal grouped-query attention forward on Hopper, head dim 64 and 128 (docs/DESIGN.md,
- * "Attention"). Persistent CTAs, one per SM, each taking (128-query tile, query head, sequence) tiles in turn, the
+ * "Attention"). Persistent CTAs, one per SM, each taking (query tile, query head, sequence) tiles in turn, the
  * longest first, in a fixed order that evens out their work. A producer warpgroup whose one thread loads each tile's
  * queries into one of two buffers (the next tile's while this one's output is stored) and its K and V blocks of 128
- * keys by TMA into a ring of stages; two consumer warpgroups, 64 queries each, computing S = Q K^T on wgmma from
- * shared memory, the online softmax (base 2) in registers, and O += P V with P as the register A operand, V read
- * MN-major from the same tile the load wrote. The consumers take turns at the tensor cores (ping-pong), and each runs
- * a block's softmax while its previous block's P V completes. Only the diagonal key block is masked; blocks after it
- * are never loaded. The output goes through the consumer's own query rows in shared memory to one TMA store; lse
- * (natural log) is kept for the backward. K/V are read in place for every query head of their group. */
+ * keys by TMA into a ring of stages; NC consumer warpgroups (3 at head dim 64, 2 at 128), 64 queries each, computing
+ * S = Q K^T on wgmma from shared memory, the online softmax (base 2) in registers, and O += P V with P as the
+ * register A operand, V read MN-major from the same tile the load wrote. The consumers take turns at the tensor cores
+ * (round robin), and each runs a block's softmax while its previous block's P V completes. Only the key blocks past
+ * the tile's first query are masked; blocks past its last query are never loaded. The output goes through the
+ * consumer's own query rows in shared memory to one TMA store; lse (natural log) is kept for the backward. K/V are
+ * read in place for every query head of their group. */
 #include "kernels/cuda/attention/attn_tiles.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -15,8 +16,15 @@
 
 template <int HD>
 struct AttnFwdShape {
-    static constexpr int BM = 128, BN = 128; /* queries per tile (64 per consumer), keys per K/V block */
-    static constexpr int kStages = 2;        /* the K/V ring */
+    /* consumer warpgroups of 64 queries each: at head dim 64 the matmuls are short against the softmax, and a third
+     * consumer's keep the tensor cores busy while the other two run their softmax */
+    static constexpr int NC = HD == 64 ? 3 : 2;
+    static constexpr int BM = 64 * NC, BN = 128; /* queries per tile, keys per K/V block */
+    static constexpr int kThreads = 128 * (NC + 1);
+    /* setmaxnreg's split of the SM's 64K registers: the producer's warpgroup and the consumers' */
+    static constexpr int kProducerRegs = 24, kConsumerRegs = NC == 3 ? 160 : 240;
+    static_assert(128 * (kProducerRegs + NC * kConsumerRegs) <= 65536, "registers of one CTA per SM");
+    static constexpr int kStages = 2; /* the K/V ring */
     /* every kFmaExp-th exponential on the FMA units (attn_exp2_fma), 0 for none: at head dim 64 the SFU's share of
      * the softmax is the larger against the matmuls (docs/EXPERIMENTS.md, "Attention") */
     static constexpr int kFmaExp = HD == 64 ? 8 : 0;
@@ -26,15 +34,15 @@ struct AttnFwdShape {
     static constexpr int oK = kQBufs * Q::kBytes, oV = oK + kStages * KV::kBytes, oBar = oV + kStages * KV::kBytes;
     static constexpr int kBars = 2 * kQBufs + 4 * kStages; /* q_full, k_full, v_full; q_empty, k_empty, v_empty */
     static constexpr int kSmem = oBar + kBars * 8 + 1024;  /* + slack to align the base to 1 KB */
-    static_assert(BM == BN, "the diagonal key block is the query tile's own");
 };
 
 struct AttnFwdParams {
-    CUtensorMap qkv; /* [B][T][(Hq + 2 Hkv) hd], box 64 x 128 */
+    CUtensorMap qkv; /* [B][T][(Hq + 2 Hkv) hd], box 64 x BN: the K and V blocks */
     CUtensorMap y;   /* [B][T][Hq hd], box 64 x 64 */
     float *lse;      /* [B, Hq, T] */
     int T, Hq, Hkv, B;
     float scale_log2; /* log2(e) / sqrt(hd) */
+    CUtensorMap q;    /* qkv again, box 64 x BM: the query tiles */
 };
 
 /* The tiles, in order: query tiles from the longest (most key blocks) down, and within one, heads fastest, then
@@ -53,17 +61,35 @@ __device__ __forceinline__ int attn_fwd_tile_of_round(int r) {
     return r * (int)gridDim.x + ((r & 1) ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x);
 }
 
-/* A block's online softmax (base 2) on its unscaled scores sc, an m64nBN fragment: on the diagonal block (whose keys
- * are the tile's queries) masks the keys after each query, qrow being the thread's first row in the tile; updates the
- * running maxima m (scaled) and sums l, and leaves P = 2^(s scale - m) in sc and the factor of the output so far in
- * alpha. Every row has an unmasked key in block 0, so the maxima are finite. */
-template <int BN, int FMA_EXP, bool DIAGONAL>
-__device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, float *l, float *alpha, int qrow, int lane,
+/* The key blocks of query tile qt (rows qt BM .. qt BM + BM - 1): blocks 0 .. n - 1 hold the keys before T up to the
+ * tile's last row; those from `masked` on hold keys after the tile's first row and take the causal mask (the diagonal
+ * block when BM = BN, the last two when BM = 192 and BN = 128). The producer and the consumers count the same. */
+template <int BM, int BN>
+struct AttnFwdBlocks {
+    int n, masked;
+    __device__ AttnFwdBlocks(int qt, int T) {
+        if constexpr (BM == BN) { /* the same, knowing qt BM < T */
+            n = qt + 1;
+            masked = qt;
+        } else {
+            n = min((qt * BM + BM - 1) / BN, (T - 1) / BN) + 1;
+            masked = (qt * BM + 1) / BN; /* the first block whose last key, j BN + BN - 1, is after row qt BM */
+        }
+    }
+};
+
+/* A block's online softmax (base 2) on its unscaled scores sc, an m64nBN fragment: on a masked block (MASKED) sets
+ * the scores of the keys after each query to -inf, qrel being the position of the thread's first row less the
+ * block's first key; updates the running maxima m (scaled) and sums l, and leaves P = 2^(s scale - m) in sc and the
+ * factor of the output so far in alpha. Every row has an unmasked key (key 0) in block 0, which comes first, so the
+ * maxima are finite and a row with all keys of a later block masked gets P = 0 and alpha = 1 there. */
+template <int BN, int FMA_EXP, bool MASKED>
+__device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, float *l, float *alpha, int qrel, int lane,
                                                        float scale_log2) {
-    if (DIAGONAL) {
+    if (MASKED) {
 #pragma unroll
         for (int i = 0; i < BN / 2; i++)
-            if (attn_frag_col(i, lane) > qrow + 8 * attn_frag_half(i)) sc[i] = -INFINITY;
+            if (attn_frag_col(i, lane) > qrel + 8 * attn_frag_half(i)) sc[i] = -INFINITY;
     }
     float mx[2] = {-INFINITY, -INFINITY}; /* of the unscaled scores (the scale is positive) */
 #pragma unroll
@@ -84,18 +110,20 @@ __device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, floa
     }
 }
 template <int BN, int FMA_EXP>
-__device__ __forceinline__ void attn_fwd_softmax(float *sc, float *m, float *l, float *alpha, bool diagonal, int qrow,
+__device__ __forceinline__ void attn_fwd_softmax(float *sc, float *m, float *l, float *alpha, bool masked, int qrel,
                                                  int lane, float scale_log2) {
-    if (diagonal) /* two paths, so that the other blocks pay nothing for the mask */
-        attn_fwd_softmax_block<BN, FMA_EXP, true>(sc, m, l, alpha, qrow, lane, scale_log2);
+    if (masked) /* two paths, so that the other blocks pay nothing for the mask */
+        attn_fwd_softmax_block<BN, FMA_EXP, true>(sc, m, l, alpha, qrel, lane, scale_log2);
     else
-        attn_fwd_softmax_block<BN, FMA_EXP, false>(sc, m, l, alpha, qrow, lane, scale_log2);
+        attn_fwd_softmax_block<BN, FMA_EXP, false>(sc, m, l, alpha, qrel, lane, scale_log2);
 }
 
 template <int HD>
-__global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_constant__ AttnFwdParams p) {
+__global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
+    attn_fwd_kernel(const __grid_constant__ AttnFwdParams p) {
     using L = AttnFwdShape<HD>;
-    constexpr int S = L::kStages, QB = L::kQBufs, BM = L::BM, BN = L::BN;
+    using Blocks = AttnFwdBlocks<L::BM, L::BN>;
+    constexpr int S = L::kStages, QB = L::kQBufs, NC = L::NC, BM = L::BM, BN = L::BN;
     extern __shared__ uint8_t attn_smem_raw[];
     uint8_t *smem = attn_smem_base(attn_smem_raw);
     uint8_t *sQ = smem, *sK = smem + L::oK, *sV = smem + L::oV;
@@ -106,17 +134,18 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
 
     if (threadIdx.x == 0) {
         for (int i = 0; i < QB + 2 * S; i++) mbar_init(&q_full[i], 1);
-        for (int i = 0; i < QB; i++) mbar_init(&q_empty[i], 2); /* each consumer's storing thread */
-        for (int i = 0; i < 2 * S; i++) mbar_init(&k_empty[i], 8); /* lane 0 of each consumer warp */
+        for (int i = 0; i < QB; i++) mbar_init(&q_empty[i], NC);         /* each consumer's storing thread */
+        for (int i = 0; i < 2 * S; i++) mbar_init(&k_empty[i], 4 * NC); /* lane 0 of each consumer warp */
         mbar_fence_init();
     }
     __syncthreads();
 
     if (threadIdx.x < 128) {
         /* ---------------- producer: loads each tile's queries and its K and V blocks */
-        setmaxnreg_dec<24>();
+        setmaxnreg_dec<L::kProducerRegs>();
         if (threadIdx.x == 0) {
             tma_prefetch_desc(&p.qkv);
+            tma_prefetch_desc(&p.q);
             int kvi = 0; /* K/V blocks loaded so far, over this CTA's tiles */
             for (int it = 0;; it++) {
                 const int k = attn_fwd_tile_of_round(it), qb = it % QB;
@@ -128,8 +157,9 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
                 const AttnFwdTile t(k, p, n_qt);
                 mbar_arrive_expect_tx(&q_full[qb], L::Q::kBytes);
                 const int kv = t.h / (p.Hq / p.Hkv), kcol = (p.Hq + kv) * HD, vcol = (p.Hq + p.Hkv + kv) * HD;
-                attn_load_tile<HD, BM>(sQ + qb * L::Q::kBytes, &p.qkv, &q_full[qb], t.h * HD, t.qt * BM, t.b);
-                for (int j = 0; j <= t.qt; j++, kvi++) {
+                attn_load_tile<HD, BM>(sQ + qb * L::Q::kBytes, &p.q, &q_full[qb], t.h * HD, t.qt * BM, t.b);
+                const Blocks blocks(t.qt, p.T);
+                for (int j = 0; j < blocks.n; j++, kvi++) {
                     const int s = kvi % S;
                     const uint32_t ph = (kvi / S) & 1;
                     mbar_wait(&k_empty[s], ph ^ 1);
@@ -145,7 +175,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
     }
 
     /* ---------------- consumers: rows row0 .. row0 + 63 of each query tile */
-    setmaxnreg_inc<240>();
+    setmaxnreg_inc<L::kConsumerRegs>();
     const int c = threadIdx.x / 128 - 1, wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
     const int row0 = 64 * c, qrow = row0 + 16 * warp + (lane >> 2); /* the thread's first row in a tile */
     int kvi = 0; /* K/V blocks consumed so far, over this CTA's tiles */
@@ -154,7 +184,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
         mbar_wait(&q_full[qb], (it / QB) & 1);
         if (k >= n_tiles) break;
         const AttnFwdTile t(k, p, n_qt);
-        const int n_blocks = t.qt + 1;
+        const Blocks blocks(t.qt, p.T);
+        const int n_blocks = blocks.n, qrel0 = t.qt * BM + qrow; /* the softmax's qrel at block 0 */
         uint8_t *sQt = sQ + qb * L::Q::kBytes;
 
         float o[HD / 2];
@@ -163,12 +194,12 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
         float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}; /* running max (scaled, base 2) and partial sum */
 
         /* The consumers take turns issuing their matmuls (AttnTurns): turn j issues block j's S and block j-1's
-         * P V, then lets the other consumer issue its own while this one runs block j's softmax, which needs S
+         * P V, then lets the next consumer issue its own while this one runs block j's softmax, which needs S
          * only: P V completes meanwhile, before the output's rescale. Block 0's turn, with no P V before it, is
          * its own, so that every turn of the loop issues both (a P V on one path only makes the compiler wait for
          * it where the paths join, before the softmax). */
         uint32_t pa[BN / 4]; /* P of the previous block, the A operand of its P V */
-        const AttnTurns turns(c);
+        const AttnTurns<NC> turns(c);
         {
             const int s = kvi % S;
             float sc[BN / 2], alpha[2];
@@ -180,7 +211,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
             turns.pass();
             attn_wgmma_wait<BN / 2>(sc);
             if (lane == 0) mbar_arrive(&k_empty[s]);
-            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, t.qt == 0, qrow, lane, p.scale_log2);
+            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, blocks.masked == 0, qrel0, lane, p.scale_log2);
             attn_pack<BN>(sc, pa);
         }
         for (int j = 1; j < n_blocks; j++) {
@@ -201,7 +232,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_fwd_kernel(const __grid_
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
             if (lane == 0) mbar_arrive(&k_empty[s]);
-            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, j == t.qt, qrow, lane, p.scale_log2);
+            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, j >= blocks.masked, qrel0 - j * BN, lane,
+                                             p.scale_log2);
             /* the exponentials before the wait for P V (not sunk after it: they are what overlaps it), and pa live
              * until then (no temporary of the softmax may take the registers P V reads) */
 #pragma unroll
@@ -256,7 +288,8 @@ static void launch_fwd(const void *qkv, void *y, float *lse, int B, int T, int H
     using L = AttnFwdShape<HD>;
     const long ld = (long)(Hq + 2 * Hkv) * HD, ldy = (long)Hq * HD;
     AttnFwdParams p;
-    p.qkv = ge_tensor_map_batched("attention_forward: qkv", qkv, ld, T, ld, B, 64, L::BM);
+    p.qkv = ge_tensor_map_batched("attention_forward: qkv", qkv, ld, T, ld, B, 64, L::BN);
+    p.q = ge_tensor_map_batched("attention_forward: q", qkv, ld, T, ld, B, 64, L::BM);
     p.y = ge_tensor_map_batched("attention_forward: y", y, ldy, T, ldy, B, 64, 64);
     p.lse = lse;
     p.T = T;
@@ -268,7 +301,7 @@ static void launch_fwd(const void *qkv, void *y, float *lse, int B, int T, int H
     const int ctas = (int)(tiles < ge_num_sms() ? tiles : ge_num_sms()); /* one per SM, persistent */
     static bool smem_set;
     attn_set_smem(attn_fwd_kernel<HD>, L::kSmem, smem_set);
-    attn_fwd_kernel<HD><<<ctas, ATTN_THREADS, L::kSmem, cuda_stream()>>>(p);
+    attn_fwd_kernel<HD><<<ctas, L::kThreads, L::kSmem, cuda_stream()>>>(p);
     LAUNCH_CHECK("attn_fwd_kernel");
 }
 

@@ -22,7 +22,7 @@
 #include "kernels/cuda/cuda_math.cuh"
 #include "kernels/cuda/hopper/hopper_ptx.cuh"
 
-#define ATTN_THREADS 384 /* one producer warpgroup and two consumer warpgroups */
+#define ATTN_THREADS 384 /* the backward's CTA: one producer warpgroup and two consumer warpgroups */
 #define ATTN_LOG2E 1.4426950408889634f
 
 /* Bytes of an R-row head tile. */
@@ -77,19 +77,27 @@ __device__ __forceinline__ bool attn_store_begin(int c, int wtid) {
     named_bar_sync(1 + c, 128);
     return wtid == 0;
 }
-/* The two consumer warpgroups take turns issuing their matmuls (ping-pong, on named barriers 3 and 4): consumer c
- * waits for its turn (take), issues, hands the turn over (pass) and runs its elementwise work while the other's
- * matmuls keep the tensor cores busy. Consumer 0 goes first; both take the same number of turns, ending with
- * last() instead of pass() (consumer 0's lets consumer 1 take its final turn). */
+/* NC consumer warpgroups take turns issuing their matmuls, a round robin on named barriers NC + 1 .. 2 NC (after the
+ * store barriers 1 .. NC of attn_store_begin): consumer c waits for its turn (take), issues, hands the turn to
+ * consumer c + 1 mod NC (pass) and runs its elementwise work while the others' matmuls keep the tensor cores busy.
+ * Consumer 0 goes first; all take the same number of turns, ending with last() instead of pass(): the last
+ * consumer's would give consumer 0 its next first turn, which the next constructor gives, so the barriers end
+ * balanced. */
+template <int NC = 2>
 struct AttnTurns {
+    static constexpr int kBar0 = 1 + NC; /* consumer c's turn barrier: kBar0 + c */
     int c;
     __device__ __forceinline__ explicit AttnTurns(int consumer) : c(consumer) {
-        if (c == 1) named_bar_arrive(3, 256);
+        if (c == NC - 1) named_bar_arrive(kBar0, 256);
     }
-    __device__ __forceinline__ void take() const { named_bar_sync(3 + c, 256); }
-    __device__ __forceinline__ void pass() const { named_bar_arrive(4 - c, 256); }
+    __device__ __forceinline__ void take() const { named_bar_sync(kBar0 + c, 256); }
+    __device__ __forceinline__ void pass() const { /* to consumer c + 1 mod NC */
+        named_bar_arrive(kBar0 + (NC == 2 ? 1 - c : (c + 1) % NC), 256);
+    }
     __device__ __forceinline__ void last() const {
-        if (c == 0) named_bar_arrive(4, 256);
+#pragma unroll
+        for (int i = 0; i < NC - 1; i++) /* pass(), by all but the last consumer */
+            if (c == i) named_bar_arrive(kBar0 + 1 + i, 256);
     }
 };
 
@@ -103,8 +111,9 @@ struct AttnTurns {
  * stage s with the consumer's P and dS still zero, adding exact zeros to zeros: a wgmma on one path only makes
  * ptxas serialize them all (C7520). */
 template <class Products>
-__device__ __forceinline__ bool attn_turn_open(const AttnTurns &turns, int pend, Products &products, uint64_t *full,
-                                               uint64_t *empty, int s, uint32_t ph, bool live, int lane) {
+__device__ __forceinline__ bool attn_turn_open(const AttnTurns<> &turns, int pend, Products &products,
+                                               uint64_t *full, uint64_t *empty, int s, uint32_t ph, bool live,
+                                               int lane) {
     turns.take();
     mbar_wait(&full[s], ph);
     if (!live) {
@@ -125,7 +134,7 @@ __device__ __forceinline__ void attn_turn_products_done(int pend, uint64_t *empt
 /* The last turn: the last block's products, if any, issued and waited for (the consumer then pins their
  * accumulators, attn_pin: the wait is on one path only, and a wait outside it would make ptxas serialize, C7515). */
 template <class Products>
-__device__ __forceinline__ void attn_turn_close(const AttnTurns &turns, int pend, Products &products) {
+__device__ __forceinline__ void attn_turn_close(const AttnTurns<> &turns, int pend, Products &products) {
     turns.take();
     if (pend >= 0) {
         wgmma_fence();
