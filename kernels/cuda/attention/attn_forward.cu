@@ -63,18 +63,28 @@ __device__ __forceinline__ int attn_fwd_tile_of_round(int r) {
 
 /* The key blocks of query tile qt (rows qt BM .. qt BM + BM - 1): blocks 0 .. n - 1 hold the keys before T up to the
  * tile's last row; those from `masked` on hold keys after the tile's first row and take the causal mask (the diagonal
- * block when BM = BN, the last two when BM = 192 and BN = 128). The producer and the consumers count the same. */
+ * block when BM = BN, the last two when BM = 192 and BN = 128). The producer and the consumers count the same. With
+ * BM = BN each is written in the closed form that qt BM < T allows. */
 template <int BM, int BN>
 struct AttnFwdBlocks {
-    int n, masked;
-    __device__ AttnFwdBlocks(int qt, int T) {
-        if constexpr (BM == BN) { /* the same, knowing qt BM < T */
+    int qt, n, masked;
+    __device__ AttnFwdBlocks(int tile, int T) : qt(tile) {
+        if constexpr (BM == BN) {
             n = qt + 1;
             masked = qt;
         } else {
             n = min((qt * BM + BM - 1) / BN, (T - 1) / BN) + 1;
             masked = (qt * BM + 1) / BN; /* the first block whose last key, j BN + BN - 1, is after row qt BM */
         }
+    }
+    __device__ bool is_masked(int j) const {
+        if constexpr (BM == BN) return j == qt; /* j < n = qt + 1 */
+        else return j >= masked;
+    }
+    /* The position of the tile's row `row` less the first key of masked block j. */
+    __device__ int qrel(int j, int row) const {
+        if constexpr (BM == BN) return row; /* j = qt there */
+        else return qt * BM - j * BN + row;
     }
 };
 
@@ -185,7 +195,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
         if (k >= n_tiles) break;
         const AttnFwdTile t(k, p, n_qt);
         const Blocks blocks(t.qt, p.T);
-        const int n_blocks = blocks.n, qrel0 = t.qt * BM + qrow; /* the softmax's qrel at block 0 */
+        const int n_blocks = blocks.n;
         uint8_t *sQt = sQ + qb * L::Q::kBytes;
 
         float o[HD / 2];
@@ -211,7 +221,8 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             turns.pass();
             attn_wgmma_wait<BN / 2>(sc);
             if (lane == 0) mbar_arrive(&k_empty[s]);
-            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, blocks.masked == 0, qrel0, lane, p.scale_log2);
+            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, blocks.is_masked(0), blocks.qrel(0, qrow), lane,
+                                             p.scale_log2);
             attn_pack<BN>(sc, pa);
         }
         for (int j = 1; j < n_blocks; j++) {
@@ -232,7 +243,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
             if (lane == 0) mbar_arrive(&k_empty[s]);
-            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, j >= blocks.masked, qrel0 - j * BN, lane,
+            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, blocks.is_masked(j), blocks.qrel(j, qrow), lane,
                                              p.scale_log2);
             /* the exponentials before the wait for P V (not sunk after it: they are what overlaps it), and pa live
              * until then (no temporary of the softmax may take the registers P V reads) */
