@@ -17,7 +17,7 @@
 template <int HD>
 struct AttnFwdShape {
     /* consumer warpgroups of 64 queries each: at head dim 64 the matmuls are short against the softmax, and a third
-     * consumer's keep the tensor cores busy while the other two run their softmax */
+     * consumer's matmuls keep the tensor cores busy while the other two run their softmax (docs/DESIGN.md) */
     static constexpr int NC = HD == 64 ? 3 : 2;
     static constexpr int BM = 64 * NC, BN = 128; /* queries per tile, keys per K/V block */
     static constexpr int kThreads = 128 * (NC + 1);
