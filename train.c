@@ -671,7 +671,7 @@ int main(int argc, char **argv) {
     active_writer = NULL;
     checkpoint_writer_destroy(writer);
     char peak[32];
-    printf("peak %s memory: %s\n", k->name, size_text(peak, k->peak_bytes()));
+    printf("peak %s memory: %s\n", k->name, size_text(peak, k->peak_bytes(model.kc)));
     progress_summary(&progress, stdout, now_seconds() - process_start, peak_flops > 0 ? token_flops / peak_flops : 0,
                      run_dir, argv[0]);
     if (fclose(log) != 0) die("cannot close %s: %s", log_path, strerror(errno));

@@ -102,6 +102,12 @@ typedef struct AdamwScalars {
 } AdamwScalars;
 AdamwScalars adamw_scalars(float lr, float beta1, float beta2, float eps, float weight_decay, int step);
 
+/* A backend's state for one model: the queue its work runs on (the GPU's stream), library handles, the scratch
+ * workspace, the buffers it keeps between calls and its memory counts. A table makes one (context_create), every
+ * memory function and operation runs in the one it is given, and nothing of it is shared between contexts. The
+ * tables of one backend (the two CUDA tables) make the same kind: a context of one serves the other. */
+typedef struct KernelContext KernelContext;
+
 typedef struct Kernels {
     const char *name;   /* "cpu" or "cuda" */
     const char *detail; /* which path runs, for the user (the CUDA tables: fusion on or off), or NULL */
@@ -115,58 +121,69 @@ typedef struct Kernels {
      * engine cannot take run unfused), or NULL; NULL function: nothing ever. */
     const char *(*shape_note)(const struct KernelShapes *s);
 
+    /* ---- the context ---- */
+    /* A new context (a failure to start the backend stops the program with a message and exit status 1); NULL
+     * function: a table that is only recorded (kernels_recording). context_free frees it, after every buffer
+     * allocated in it has been freed. */
+    KernelContext *(*context_create)(void);
+    void (*context_free)(KernelContext *kc);
+
     /* ---- memory (device memory for the GPU backend, host memory for the CPU backend) ---- */
-    void *(*alloc)(size_t bytes);  /* zero-filled; NULL when the backend's memory cannot hold it (the caller says so) */
-    void (*free)(void *p);
-    void (*memset_zero)(void *p, size_t bytes);
-    void (*copy_to_device)(void *dst, const void *host_src, size_t bytes);
-    void (*copy_to_host)(void *host_dst, const void *src, size_t bytes);
-    void (*act_from_f32)(void *dst_act, const float *host_src, size_t n);  /* host fp32 -> act (rounds on bf16) */
-    void (*act_to_f32)(float *host_dst, const void *src_act, size_t n);
-    void (*synchronize)(void);
+    /* zero-filled; NULL when the backend's memory cannot hold it (the caller says so) */
+    void *(*alloc)(KernelContext *kc, size_t bytes);
+    void (*free)(KernelContext *kc, void *p);
+    void (*memset_zero)(KernelContext *kc, void *p, size_t bytes);
+    void (*copy_to_device)(KernelContext *kc, void *dst, const void *host_src, size_t bytes);
+    void (*copy_to_host)(KernelContext *kc, void *host_dst, const void *src, size_t bytes);
+    void (*act_from_f32)(KernelContext *kc, void *dst_act, const float *host_src, size_t n); /* rounds on bf16 */
+    void (*act_to_f32)(KernelContext *kc, float *host_dst, const void *src_act, size_t n);
+    void (*synchronize)(KernelContext *kc);
     /* Host memory that copies from the backend's memory run fastest into (page-locked on the GPU, plain on the CPU),
      * for the checkpoint snapshot; NULL when the host has not the memory. */
-    void *(*host_alloc)(size_t bytes);
-    void (*host_free)(void *p);
+    void *(*host_alloc)(KernelContext *kc, size_t bytes);
+    void (*host_free)(KernelContext *kc, void *p);
     /* Step capture, NULL in a table that cannot: capture_begin() records the operations called after it instead of
      * running them (no copy to or from the host may be among them), capture_end() returns the recording, replay
      * runs it again with whatever the backend memory it reads holds then, graph_free frees it. */
-    void (*capture_begin)(void);
-    void *(*capture_end)(void);
-    void (*replay)(void *graph);
-    void (*graph_free)(void *graph);
+    void (*capture_begin)(KernelContext *kc);
+    void *(*capture_end)(KernelContext *kc);
+    void (*replay)(KernelContext *kc, void *graph);
+    void (*graph_free)(KernelContext *kc, void *graph);
     /* Gives the backend's scratch workspace `bytes` at once (model_create, with the most that any call of the run
      * will ask: the dry run's), so that no later call grows it: a captured step holds the workspace's address, and a
      * workspace outgrown while one exists stays allocated beside the new one. NULL in a table whose operations
      * allocate their own scratch. */
-    void (*reserve_scratch)(size_t bytes);
+    void (*reserve_scratch)(KernelContext *kc, size_t bytes);
 
     /* ---- forward ---- */
 
     /* The first layer's input norm (an exception to CODA: nothing precedes it). For m < M:
      * x[m] = E[tokens[m]] (E is [V, D] act), O[m] = x[m] * gamma, r[m] = rsqrt(mean(x[m]^2) + eps). */
-    void (*embed_norm)(const int32_t *tokens, const void *E, const float *gamma, float eps,
-                       void *x, void *O, float *r, int M, int D);
+    void (*embed_norm)(KernelContext *kc, const int32_t *tokens, const void *E, const float *gamma, float eps, void *x,
+                       void *O, float *r, int M, int D);
 
     /* K_res: h = A . W^T + res; O = h * gamma; r = rsqrt(mean(h^2) + eps).
      * A [M,K], W [N,K], res/h/O [M,N], gamma [N] (fp32), r [M]. */
-    void (*gemm_residual_norm)(const void *A, const void *W, const void *res, const float *gamma, float eps,
-                               void *h, void *O, float *r, int M, int N, int K);
+    void (*gemm_residual_norm)(KernelContext *kc, const void *A, const void *W, const void *res, const float *gamma,
+                               float eps, void *h, void *O, float *r, int M, int N, int K);
 
     /* K_rope: Z = r * (O . W^T), then RoPE on columns [0, n_rope_cols) in heads of hd columns, position m % T.
      * O [M,K], W [N,K], Z [M,N]; rope_cos/rope_sin [T, hd/2] fp32. */
-    void (*gemm_rope)(const void *O, const void *W, const float *r, const float *rope_cos, const float *rope_sin,
-                      void *Z, int M, int N, int K, int n_rope_cols, int hd, int T);
+    void (*gemm_rope)(KernelContext *kc, const void *O, const void *W, const float *r, const float *rope_cos,
+                      const float *rope_sin, void *Z, int M, int N, int K, int n_rope_cols, int hd, int T);
 
     /* K_swiglu: Z = r * (O . W^T) with N = 2F interleaved (G_j, U_j) columns; act[m,j] = silu(G_j) * U_j.
      * O [M,K], W [2F,K], Z [M,2F], act [M,F]. silu(g) = g / (1 + exp(-g)). */
-    void (*gemm_swiglu)(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F, int K);
+    void (*gemm_swiglu)(KernelContext *kc, const void *O, const void *W, const float *r, void *Z, void *act, int M,
+                        int F, int K);
 
     /* Row-scaled GEMM: Y = r * (O . W^T). Used for logits when sampling. O [M,K], W [N,K], Y [M,N] fp32. */
-    void (*gemm_rowscale)(const void *O, const void *W, const float *r, float *Y, int M, int N, int K);
+    void (*gemm_rowscale)(KernelContext *kc, const void *O, const void *W, const float *r, float *Y, int M, int N,
+                          int K);
 
     /* Causal grouped-query attention on qkv [B*T, (Hq+2Hkv)*hd] (Z_qkv after RoPE): y [B*T, Hq*hd], lse [B,Hq,T]. */
-    void (*attention_forward)(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
+    void (*attention_forward)(KernelContext *kc, const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv,
+                              int hd);
 
     /* ---- generation with a KV cache (model.h's model_decode) ----
      * A layer's cache is two act buffers K, V [T_max, Hkv*hd]: row p holds the post-RoPE keys (the qkv columns
@@ -174,21 +191,22 @@ typedef struct Kernels {
      * The new rows' RoPE at positions pos0.. comes from gemm_rope given the tables from row pos0 on and T = M. */
 
     /* K[pos0 + i] = the K columns of qkv[i], V[pos0 + i] = its V columns, for i < M (qkv [M, (Hq+2Hkv)*hd]). */
-    void (*kv_cache_append)(const void *qkv, void *K, void *V, int pos0, int M, int Hq, int Hkv, int hd);
+    void (*kv_cache_append)(KernelContext *kc, const void *qkv, void *K, void *V, int pos0, int M, int Hq, int Hkv,
+                            int hd);
 
     /* Attention of M new query rows at positions pos0 + i against the cache that holds them (kv_cache_append first):
      * for query head h (KV head g = h / (Hq/Hkv)) of row i, with q = qkv[i, h*hd .. (h+1)*hd) and
      * s_j = <q, K[j, g*hd ..]> / sqrt(hd) for j <= pos0 + i (causal):
      * y[i, h*hd + d] = sum_j softmax(s)_j V[j, g*hd + d]. qkv [M, (Hq+2Hkv)*hd], y [M, Hq*hd]. With pos0 = 0 this is
      * attention_forward of one sequence of M tokens (its lse aside). */
-    void (*attention_cached)(const void *qkv, const void *K, const void *V, void *y, int pos0, int M, int Hq,
-                             int Hkv, int hd);
+    void (*attention_cached)(KernelContext *kc, const void *qkv, const void *K, const void *V, void *y, int pos0, int M,
+                             int Hq, int Hkv, int hd);
 
     /* LM head and cross-entropy, without the caller materializing logits: logits = r * (O . W^T), O [M,K],
      * W [V,K]. loss[m] = logsumexp(logits[m]) - logits[m, targets[m]] (fp32, per row). Every target must be in
      * [0, V) (the data loader checks). */
-    void (*lm_head_loss)(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M,
-                         int V, int K);
+    void (*lm_head_loss)(KernelContext *kc, const void *O, const void *W, const float *r, const int32_t *targets,
+                         float *loss, int M, int V, int K);
 
     /* The same loss, and the backward of the LM head and of the final RMSNorm in the same call (so that no
      * backend needs the [M, V] gradient of all rows at once). With g = dscale * (softmax(logits[m]) -
@@ -196,7 +214,7 @@ typedef struct Kernels {
      * c[m] = <logits[m], g[m]>: dW [V,K] += dZ^T . O (fp32), and the final norm's backward as gemm_norm_backward
      * with accumulate == 0 (x [M,K] the norm's input, gamma/dgamma [K]): dres [M,K] = gamma * G - (r^2/K) c x with
      * G = dZ . W, dgamma += sum_m G x. target_groups: the targets' token groups (backend memory). */
-    void (*lm_head_train)(const void *O, const void *W, const float *r, const int32_t *targets,
+    void (*lm_head_train)(KernelContext *kc, const void *O, const void *W, const float *r, const int32_t *targets,
                           const int32_t *target_groups, float dscale, const void *x, const float *gamma, float *loss,
                           float *dW, void *dres, float *dgamma, int M, int V, int K);
 
@@ -206,26 +224,27 @@ typedef struct Kernels {
      * and dZ holds r * (dLoss/dz), c[m] = <z[m], dLoss/dz[m]>. With G = dZ . W [M,K]:
      * dx = gamma * G - (r^2 / K) * c * x;  dres = dx (accumulate == 0) or dres += dx (accumulate == 1);
      * dgamma[k] += sum_m G[m,k] * x[m,k].  dZ [M,N], W [N,K], x/dres [M,K], gamma/dgamma [K] fp32. */
-    void (*gemm_norm_backward)(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
-                               const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K);
+    void (*gemm_norm_backward)(KernelContext *kc, const void *dZ, const void *W, const float *gamma, const float *r,
+                               const float *c, const void *x, void *dres, float *dgamma, int accumulate, int M, int N,
+                               int K);
 
     /* SwiGLU backward in the epilogue of dact = dY . W_down. dY [M,D], W_down [D,F], Z [M,2F] (the forward's Z,
      * interleaved G/U), r [M] (the forward's row scale). With dG = dact * U * silu'(G), dU = dact * silu(G):
      * dZ [M,2F] = r * (dG, dU) interleaved like Z; c[m] = <Z[m], (dG, dU)[m]>; act [M,F] = silu(G) * U again,
      * the same values gemm_swiglu wrote (so the forward need not keep them for the weight gradient). */
-    void (*gemm_swiglu_backward)(const void *dY, const void *W_down, const void *Z, const float *r,
+    void (*gemm_swiglu_backward)(KernelContext *kc, const void *dY, const void *W_down, const void *Z, const float *r,
                                  void *dZ, float *c, void *act, int M, int D, int F);
 
     /* Plain data-gradient GEMM: dX = dY . W. dY [M,N], W [N,K], dX [M,K]. */
-    void (*gemm_dx)(const void *dY, const void *W, void *dX, int M, int N, int K);
+    void (*gemm_dx)(KernelContext *kc, const void *dY, const void *W, void *dX, int M, int N, int K);
 
     /* Weight-gradient GEMM: dW = (dY^T . X) * col_scale, or dW += that when accumulate != 0 (col_scale [K] fp32
      * multiplies column k; NULL: 1). dY [M,N] act, X [M,K] act, dW [N,K] fp32. With X = x and col_scale = gamma
      * this is the gradient of a weight whose input was O = x * gamma, without O. sq != NULL: also *sq = the sum of
      * squares of dW as left by the call (one fp64 in backend memory; the fused table forms it in the GEMM's
      * epilogue when it overwrites). */
-    void (*gemm_dw)(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate, double *sq,
-                    int M, int N, int K);
+    void (*gemm_dw)(KernelContext *kc, const void *dY, const void *X, const float *col_scale, float *dW, int accumulate,
+                    double *sq, int M, int N, int K);
 
     /* Attention backward, and with r the backward of the QKV projection's RoPE and row scale in the same call (the
      * CODA schedule: the fused table does it in the stores of the attention kernels). From dy [B*T, Hq*hd] and the
@@ -234,33 +253,33 @@ typedef struct Kernels {
      * forward (RoPE on the Q and K columns, position m % T): dqkv = r * rope^T(G) (the gradient with respect to the
      * pre-RoPE product P, scaled by r, which is what the QKV weight and norm backward take) and c[m] = <qkv[m], G[m]>
      * (RoPE is orthogonal, so this is the pre-RoPE dot product). rope_cos/rope_sin [T, hd/2], r and c [B*T]. */
-    void (*attention_backward)(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
-                               const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T,
-                               int Hq, int Hkv, int hd);
+    void (*attention_backward)(KernelContext *kc, const void *qkv, const void *y, const float *lse, const void *dy,
+                               const float *r, const float *rope_cos, const float *rope_sin, void *dqkv, float *c,
+                               int B, int T, int Hq, int Hkv, int hd);
 
     /* Embedding backward: dE[tokens[m]] += dx[m], deterministic (the same bits for the same inputs). dE [V,D] fp32.
      * groups: the tokens' token groups (backend memory). */
-    void (*embed_backward)(const int32_t *tokens, const int32_t *groups, const void *dx, float *dE, int M, int D,
-                           int V);
+    void (*embed_backward)(KernelContext *kc, const int32_t *tokens, const int32_t *groups, const void *dx, float *dE,
+                           int M, int D, int V);
 
     /* ---- optimizer ---- */
 
     /* Sums, deterministic, into one fp64 in backend memory (nothing waits for the backend): *out = the sum of
      * squares of g[0..n); *out = sum of x[0..n) (+ the old *out when accumulate != 0). */
-    void (*sum_squares)(const float *g, size_t n, double *out);
-    void (*sum)(const float *x, size_t n, double *out, int accumulate);
+    void (*sum_squares)(KernelContext *kc, const float *g, size_t n, double *out);
+    void (*sum)(KernelContext *kc, const float *x, size_t n, double *out, int accumulate);
 
     /* Global-norm clipping's factor, in backend memory: parts[0..n_loss) are loss sums and parts[n_loss ..
      * n_loss + n_sq) sums of squares of the gradient. With norm = sqrt(parts[n_loss] + ... + parts[n_loss+n_sq-1])
      * (added in that order, in fp64): *scale = NaN if a part is not finite (no update), else
      * min(1, max_norm / (norm + 1e-6)) when max_norm > 0, else 1. */
-    void (*clip_scale)(const double *parts, int n_loss, int n_sq, double max_norm, float *scale);
+    void (*clip_scale)(KernelContext *kc, const double *parts, int n_loss, int n_sq, double max_norm, float *scale);
 
     /* AdamW on n parameters (PyTorch's torch.optim.AdamW semantics), with the gradient multiplied by *grad_scale
      * first (global-norm clipping's factor; not finite: nothing changes) and s the step's scalars, both in backend
      * memory:  g = grad*scale; p *= decay; m = m + (1-beta1)*(g - m) (torch's lerp); v = beta2*v + (1-beta2)*g^2;
      * p -= step_size * m / (sqrt(v) / bc2_sqrt + eps); then working = act(p). master/m/v/grad fp32, working act. */
-    void (*adamw)(float *master, void *working, const float *grad, float *m, float *v, size_t n,
+    void (*adamw)(KernelContext *kc, float *master, void *working, const float *grad, float *m, float *v, size_t n,
                   const AdamwScalars *s, const float *grad_scale);
 
     /* ---- memory: the preflight and reporting ---- */
@@ -275,9 +294,9 @@ typedef struct Kernels {
      * process's cgroup limits), or SIZE_MAX when it cannot be known. */
     size_t (*available_bytes)(void);
 
-    /* The most bytes of backend memory held at once so far: every allocation of the backend, its buffers and its
+    /* The most bytes of backend memory held at once so far in kc: every allocation made in it, its buffers and its
      * scratch or workspaces. */
-    size_t (*peak_bytes)(void);
+    size_t (*peak_bytes)(KernelContext *kc);
 
     /* The name of the GPU it runs on (cudaGetDeviceProperties), from which the MFU's peak is known; NULL in a table
      * that runs on no GPU (the CPU). */
@@ -286,16 +305,17 @@ typedef struct Kernels {
 
 /* The recording table of a table `of`: its operations run nothing and touch no memory (alloc returns a pointer that
  * nothing may read or write; it has no host_alloc, no capture, no memory counts), and each call asks of.workspace_of
- * what the call needs and keeps in *rec the most scratch and each held buffer at its largest. One recording at a
- * time per thread: the table records into the rec of this thread's latest kernels_recording. */
+ * what the call needs and keeps in the record that is its context the most scratch and each held buffer at its
+ * largest. Its context is kernels_recording_context(rec): it has no context_create. */
 typedef struct KernelsRecord {
     const struct Kernels *of;
     size_t scratch;
     size_t held[KERNELS_HELD_SLOTS];
 } KernelsRecord;
 Kernels kernels_recording(KernelsRecord *rec, const Kernels *of);
+KernelContext *kernels_recording_context(KernelsRecord *rec);
 /* The backend memory the recorded calls need beyond their arguments at most: the largest scratch and the held
- * buffers (saturating). It ends the recording: the table records nothing more. */
+ * buffers (saturating). */
 size_t kernels_recorded_bytes(const KernelsRecord *rec);
 
 extern const Kernels kernels_cpu;

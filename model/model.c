@@ -181,10 +181,11 @@ static KernelShapes kernel_shapes(const Model *m) {
 
 /* m's fields before any buffer: the config, the backend, the batch, the parameter table and the layers' views.
  * Returns 0 or -1 (out of host memory). */
-static int model_begin(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T) {
+static int model_begin(Model *m, const ModelConfig *cfg, const Kernels *k, KernelContext *kc, int B, int T) {
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
     m->k = k;
+    m->kc = kc;
     m->B = B;
     m->T = T;
     m->layers = calloc(cfg->num_hidden_layers, sizeof(LayerActs));
@@ -198,7 +199,7 @@ const char *model_backend_note(const Model *m) {
 
 int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMemory *mem) {
     Model m;
-    const int rc = model_begin(&m, cfg, k, B, T) || model_workspace(cfg, k, B, T, &mem->workspace, NULL) ? -1 : 0;
+    const int rc = model_begin(&m, cfg, k, NULL, B, T) || model_workspace(cfg, k, B, T, &mem->workspace, NULL) ? -1 : 0;
     if (rc == 0) {
         size_t bytes[N_BUFS];
         buffer_sizes(&m, bytes);
@@ -255,8 +256,8 @@ static int upload_rope_tables(Model *m) {
             cs[(size_t)t * half + i] = (float)cos(angle);
             cs[n + (size_t)t * half + i] = (float)sin(angle);
         }
-    m->k->copy_to_device(m->rope_cos, cs, n * sizeof(float));
-    m->k->copy_to_device(m->rope_sin, cs + n, n * sizeof(float));
+    m->k->copy_to_device(m->kc, m->rope_cos, cs, n * sizeof(float));
+    m->k->copy_to_device(m->kc, m->rope_sin, cs + n, n * sizeof(float));
     free(inv);
     free(cs);
     return 0;
@@ -287,8 +288,9 @@ static int plan_accumulated_runs(Model *m) {
     return 0;
 }
 
-int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen) {
-    if (model_begin(m, cfg, k, B, T)) {
+int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, KernelContext *kc, int B, int T, char *err,
+                       size_t errlen) {
+    if (model_begin(m, cfg, k, kc, B, T)) {
         snprintf(err, errlen, "out of host memory for the model tables");
         model_destroy(m);
         return -1;
@@ -297,10 +299,10 @@ int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, int B
     void *buf[N_BUFS] = {NULL};
     buffer_sizes(m, bytes);
     for (int i = 0; i < N_BUFS; i++)
-        if (!(buf[i] = k->alloc(bytes[i]))) {
+        if (!(buf[i] = k->alloc(m->kc, bytes[i]))) {
             snprintf(err, errlen, "out of %s: the %s (%.1f MiB) could not be allocated; lower batch_size or "
                      "seq_len, or use a smaller model", k->memory_name, BUF_NAMES[i], bytes[i] / 1048576.0);
-            for (int j = 0; j < i; j++) k->free(buf[j]);
+            for (int j = 0; j < i; j++) k->free(m->kc, buf[j]);
             model_destroy(m);
             return -1;
         }
@@ -324,7 +326,12 @@ int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, int B
 }
 
 int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen) {
-    if (model_create_views(m, cfg, k, B, T, err, errlen)) return -1;
+    KernelContext *kc = k->context_create();
+    if (model_create_views(m, cfg, k, kc, B, T, err, errlen)) {
+        k->context_free(kc);
+        return -1;
+    }
+    m->owns_kc = 1;
     if (k->reserve_scratch) { /* the workspace at its largest now: no later call grows it (kernels.h) */
         size_t total, scratch;
         if (model_workspace(cfg, k, B, T, &total, &scratch)) {
@@ -332,7 +339,7 @@ int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int 
             model_destroy(m);
             return -1;
         }
-        k->reserve_scratch(scratch);
+        k->reserve_scratch(m->kc, scratch);
     }
     m->host_batch = malloc(size_mul(token_groups_ints((size_t)B * T) + (size_t)B * T, sizeof(int32_t)));
     m->host_count = malloc(((size_t)cfg->vocab_size + 1) * sizeof(int32_t));
@@ -348,25 +355,26 @@ int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int 
 void model_destroy(Model *m) {
     if (!m->k) return;
     const Kernels *k = m->k;
-    k->free(m->master);
-    k->free(m->weights);
-    k->free(m->grads);
-    k->free(m->adam_m);
-    k->free(m->adam_v);
-    k->free(m->arena);
+    k->free(m->kc, m->master);
+    k->free(m->kc, m->weights);
+    k->free(m->kc, m->grads);
+    k->free(m->kc, m->adam_m);
+    k->free(m->kc, m->adam_v);
+    k->free(m->kc, m->arena);
     free(m->layers);
     free(m->table.views);
     free(m->host_batch);
     free(m->host_count);
-    k->free(m->stats);
+    k->free(m->kc, m->stats);
     free(m->host_stats);
     free(m->acc_runs);
+    if (m->owns_kc) k->context_free(m->kc);
     memset(m, 0, sizeof(*m));
 }
 
 void model_set_master(Model *m, const float *host, size_t offset, size_t n) {
-    m->k->copy_to_device(m->master + offset, host, n * sizeof(float));
-    m->k->act_from_f32((char *)m->weights + offset * m->k->act_bytes, host, n);
+    m->k->copy_to_device(m->kc, m->master + offset, host, n * sizeof(float));
+    m->k->act_from_f32(m->kc, (char *)m->weights + offset * m->k->act_bytes, host, n);
 }
 
 void model_init_weights(Model *m, uint64_t seed) {
@@ -390,13 +398,13 @@ void model_init_weights(Model *m, uint64_t seed) {
         }
     }
     free(buf);
-    m->k->memset_zero(m->adam_m, m->table.n_params * sizeof(float));
-    m->k->memset_zero(m->adam_v, m->table.n_params * sizeof(float));
+    m->k->memset_zero(m->kc, m->adam_m, m->table.n_params * sizeof(float));
+    m->k->memset_zero(m->kc, m->adam_v, m->table.n_params * sizeof(float));
 }
 
 void model_zero_grads(Model *m) {
     for (int i = 0; i < m->n_acc_runs; i++)
-        m->k->memset_zero(m->grads + m->acc_runs[i][0], m->acc_runs[i][1] * sizeof(float));
+        m->k->memset_zero(m->kc, m->grads + m->acc_runs[i][0], m->acc_runs[i][1] * sizeof(float));
     m->grad_sq_ready = 0;
 }
 
@@ -404,16 +412,17 @@ int model_queue_grad_squares(Model *m) {
     const Kernels *k = m->k;
     double *parts = m->stats + 1;
     if (!m->grad_sq_ready) {
-        k->sum_squares(m->grads, m->table.n_params, parts);
+        k->sum_squares(m->kc, m->grads, m->table.n_params, parts);
         return 1;
     }
-    for (int i = 0; i < m->n_acc_runs; i++) k->sum_squares(m->grads + m->acc_runs[i][0], m->acc_runs[i][1], parts + i);
+    for (int i = 0; i < m->n_acc_runs; i++)
+        k->sum_squares(m->kc, m->grads + m->acc_runs[i][0], m->acc_runs[i][1], parts + i);
     return m->n_acc_runs + 4 * m->cfg.num_hidden_layers; /* the layers' parts, grad_sq, follow the runs' */
 }
 
 double model_grad_sum_squares(Model *m) {
     const int n = model_queue_grad_squares(m);
-    m->k->copy_to_host(m->host_stats, m->stats + 1, (size_t)n * sizeof(double));
+    m->k->copy_to_host(m->kc, m->host_stats, m->stats + 1, (size_t)n * sizeof(double));
     double s = 0.0;
     for (int i = 0; i < n; i++) s += m->host_stats[i];
     return s;
@@ -439,7 +448,7 @@ void model_batch_load(Model *m, const ModelBatch *b, const int32_t *inputs, cons
         if (!ids) continue;
         memcpy(m->host_batch, ids, (size_t)M * sizeof(int32_t));
         token_groups_build(ids, M, m->cfg.vocab_size, m->host_batch + M, m->host_count);
-        m->k->copy_to_device(which ? b->targets : b->tokens, m->host_batch, half * sizeof(int32_t));
+        m->k->copy_to_device(m->kc, which ? b->targets : b->tokens, m->host_batch, half * sizeof(int32_t));
     }
 }
 
@@ -468,7 +477,8 @@ static void forward_rows(Model *m, const ModelBatch *b, int B, int T, KvCache *c
     const int pos0 = cache ? cache->len : 0;
     const float *rope_cos = m->rope_cos + (size_t)pos0 * (hd / 2), *rope_sin = m->rope_sin + (size_t)pos0 * (hd / 2);
     LayerActs *a0 = &m->layers[0];
-    k->embed_norm(b->tokens, W(m, PARAM_EMBED, -1), gamma_of(m, PARAM_ATTN_NORM, 0), eps, a0->x, m->O, a0->r1, M, D);
+    k->embed_norm(m->kc, b->tokens, W(m, PARAM_EMBED, -1), gamma_of(m, PARAM_ATTN_NORM, 0), eps, a0->x, m->O, a0->r1, M,
+                  D);
     for (int l = 0; l < c->num_hidden_layers; l++) {
         LayerActs *a = &m->layers[l];
         void *x_next;
@@ -476,18 +486,19 @@ static void forward_rows(Model *m, const ModelBatch *b, int B, int T, KvCache *c
         block_output(m, l, &x_next, &r_next);
         const float *g_next = l + 1 < c->num_hidden_layers ? gamma_of(m, PARAM_ATTN_NORM, l + 1)
                                                            : gamma_of(m, PARAM_FINAL_NORM, -1);
-        k->gemm_rope(m->O, W(m, PARAM_WQKV, l), a->r1, rope_cos, rope_sin, a->qkv, M, Nqkv, D, (Hq + Hkv) * hd, hd,
-                     T);
-        if (cache) k->kv_cache_append(a->qkv, kv_cache_keys(cache, l), kv_cache_values(cache, l), pos0, M, Hq, Hkv, hd);
+        k->gemm_rope(m->kc, m->O, W(m, PARAM_WQKV, l), a->r1, rope_cos, rope_sin, a->qkv, M, Nqkv, D, (Hq + Hkv) * hd,
+                     hd, T);
+        if (cache)
+            k->kv_cache_append(m->kc, a->qkv, kv_cache_keys(cache, l), kv_cache_values(cache, l), pos0, M, Hq, Hkv, hd);
         if (cache && pos0 > 0)
-            k->attention_cached(a->qkv, kv_cache_keys(cache, l), kv_cache_values(cache, l), a->y, pos0, M, Hq, Hkv,
-                                hd);
+            k->attention_cached(m->kc, a->qkv, kv_cache_keys(cache, l), kv_cache_values(cache, l), a->y, pos0, M, Hq,
+                                Hkv, hd);
         else
-            k->attention_forward(a->qkv, a->y, a->lse, B, T, Hq, Hkv, hd);
-        k->gemm_residual_norm(a->y, W(m, PARAM_WO, l), a->x, gamma_of(m, PARAM_MLP_NORM, l), eps, a->h, m->O, a->r2,
-                              M, D, Hq * hd);
-        k->gemm_swiglu(m->O, W(m, PARAM_WGATEUP, l), a->r2, a->Zgu, m->act, M, F, D);
-        k->gemm_residual_norm(m->act, W(m, PARAM_WDOWN, l), a->h, g_next, eps, x_next, m->O, r_next, M, D, F);
+            k->attention_forward(m->kc, a->qkv, a->y, a->lse, B, T, Hq, Hkv, hd);
+        k->gemm_residual_norm(m->kc, a->y, W(m, PARAM_WO, l), a->x, gamma_of(m, PARAM_MLP_NORM, l), eps, a->h, m->O,
+                              a->r2, M, D, Hq * hd);
+        k->gemm_swiglu(m->kc, m->O, W(m, PARAM_WGATEUP, l), a->r2, a->Zgu, m->act, M, F, D);
+        k->gemm_residual_norm(m->kc, m->act, W(m, PARAM_WDOWN, l), a->h, g_next, eps, x_next, m->O, r_next, M, D, F);
     }
     if (cache) cache->len += M;
 }
@@ -513,7 +524,7 @@ double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_sca
     model_batch_load(m, &m->batch, NULL, targets, B * T);
     model_loss_batch(m, &m->batch, B, T, grad_scale, 0);
     double sum;
-    m->k->copy_to_host(&sum, m->stats, sizeof(double));
+    m->k->copy_to_host(m->kc, &sum, m->stats, sizeof(double));
     return sum / ((double)B * T);
 }
 
@@ -523,12 +534,12 @@ void model_loss_batch(Model *m, const ModelBatch *b, int B, int T, float grad_sc
     const int V = m->cfg.vocab_size, D = m->cfg.hidden_size;
     ParamKind lm = lm_head_kind(m);
     if (grad_scale != 0)
-        k->lm_head_train(m->O, W(m, lm, -1), m->r_final, b->targets, b->target_groups, grad_scale, m->x_final,
+        k->lm_head_train(m->kc, m->O, W(m, lm, -1), m->r_final, b->targets, b->target_groups, grad_scale, m->x_final,
                          gamma_of(m, PARAM_FINAL_NORM, -1), m->losses, grad_of(m, lm, -1), m->dres,
                          grad_of(m, PARAM_FINAL_NORM, -1), M, V, D);
     else
-        k->lm_head_loss(m->O, W(m, lm, -1), m->r_final, b->targets, m->losses, M, V, D);
-    k->sum(m->losses, (size_t)M, m->stats, accumulate);
+        k->lm_head_loss(m->kc, m->O, W(m, lm, -1), m->r_final, b->targets, m->losses, M, V, D);
+    k->sum(m->kc, m->losses, (size_t)M, m->stats, accumulate);
 }
 
 void model_backward(Model *m, int B, int T, int micro) { model_backward_batch(m, &m->batch, B, T, micro); }
@@ -544,31 +555,31 @@ void model_backward_batch(Model *m, const ModelBatch *b, int B, int T, int micro
     for (int l = c->num_hidden_layers - 1; l >= 0; l--) {
         LayerActs *a = &m->layers[l];
         /* MLP: dres holds dL/dx'. The weight gradients take h with gamma as a column scale: O2 = h * g2. */
-        k->gemm_swiglu_backward(m->dres, W(m, PARAM_WDOWN, l), a->Zgu, a->r2, m->dZgu, m->c, m->act, M, D, F);
-        k->gemm_dw(m->dres, m->act, NULL, grad_of(m, PARAM_WDOWN, l), acc, SQ(l, 3), M, D, F);
-        k->gemm_dw(m->dZgu, a->h, gamma_of(m, PARAM_MLP_NORM, l), grad_of(m, PARAM_WGATEUP, l), acc, SQ(l, 2), M,
+        k->gemm_swiglu_backward(m->kc, m->dres, W(m, PARAM_WDOWN, l), a->Zgu, a->r2, m->dZgu, m->c, m->act, M, D, F);
+        k->gemm_dw(m->kc, m->dres, m->act, NULL, grad_of(m, PARAM_WDOWN, l), acc, SQ(l, 3), M, D, F);
+        k->gemm_dw(m->kc, m->dZgu, a->h, gamma_of(m, PARAM_MLP_NORM, l), grad_of(m, PARAM_WGATEUP, l), acc, SQ(l, 2), M,
                    2 * F, D);
-        k->gemm_norm_backward(m->dZgu, W(m, PARAM_WGATEUP, l), gamma_of(m, PARAM_MLP_NORM, l), a->r2, m->c, a->h,
+        k->gemm_norm_backward(m->kc, m->dZgu, W(m, PARAM_WGATEUP, l), gamma_of(m, PARAM_MLP_NORM, l), a->r2, m->c, a->h,
                               m->dres, grad_of(m, PARAM_MLP_NORM, l), 1, M, 2 * F, D);
         /* Attention: dres now holds dL/dh. */
-        k->gemm_dx(m->dres, W(m, PARAM_WO, l), m->dy, M, D, Hq * hd);
-        k->gemm_dw(m->dres, a->y, NULL, grad_of(m, PARAM_WO, l), acc, SQ(l, 1), M, D, Hq * hd);
-        k->attention_backward(a->qkv, a->y, a->lse, m->dy, a->r1, m->rope_cos, m->rope_sin, m->dqkv, m->c, B, T, Hq,
-                              Hkv, hd);
-        k->gemm_dw(m->dqkv, a->x, gamma_of(m, PARAM_ATTN_NORM, l), grad_of(m, PARAM_WQKV, l), acc, SQ(l, 0), M,
+        k->gemm_dx(m->kc, m->dres, W(m, PARAM_WO, l), m->dy, M, D, Hq * hd);
+        k->gemm_dw(m->kc, m->dres, a->y, NULL, grad_of(m, PARAM_WO, l), acc, SQ(l, 1), M, D, Hq * hd);
+        k->attention_backward(m->kc, a->qkv, a->y, a->lse, m->dy, a->r1, m->rope_cos, m->rope_sin, m->dqkv, m->c, B, T,
+                              Hq, Hkv, hd);
+        k->gemm_dw(m->kc, m->dqkv, a->x, gamma_of(m, PARAM_ATTN_NORM, l), grad_of(m, PARAM_WQKV, l), acc, SQ(l, 0), M,
                    Nqkv, D);
-        k->gemm_norm_backward(m->dqkv, W(m, PARAM_WQKV, l), gamma_of(m, PARAM_ATTN_NORM, l), a->r1, m->c, a->x,
+        k->gemm_norm_backward(m->kc, m->dqkv, W(m, PARAM_WQKV, l), gamma_of(m, PARAM_ATTN_NORM, l), a->r1, m->c, a->x,
                               m->dres, grad_of(m, PARAM_ATTN_NORM, l), 1, M, Nqkv, D);
     }
 #undef SQ
-    k->embed_backward(b->tokens, b->token_groups, m->dres, grad_of(m, PARAM_EMBED, -1), M, D, V);
+    k->embed_backward(m->kc, b->tokens, b->token_groups, m->dres, grad_of(m, PARAM_EMBED, -1), M, D, V);
     m->grad_sq_ready = (micro & MICRO_LAST) != 0;
 }
 
 void model_last_logits(Model *m, int B, int T, float *logits) {
     const Kernels *k = m->k;
     size_t last = (size_t)B * T - 1, D = m->cfg.hidden_size;
-    k->gemm_rowscale((const char *)m->O + last * D * k->act_bytes, W(m, lm_head_kind(m), -1),
-                     m->r_final + last, m->logits_row, 1, m->cfg.vocab_size, (int)D);
-    k->copy_to_host(logits, m->logits_row, (size_t)m->cfg.vocab_size * sizeof(float));
+    k->gemm_rowscale(m->kc, (const char *)m->O + last * D * k->act_bytes, W(m, lm_head_kind(m), -1), m->r_final + last,
+                     m->logits_row, 1, m->cfg.vocab_size, (int)D);
+    k->copy_to_host(m->kc, logits, m->logits_row, (size_t)m->cfg.vocab_size * sizeof(float));
 }

@@ -67,6 +67,8 @@ void model_batch_bind(ModelBatch *b, void *mem, int M);
 typedef struct Model {
     ModelConfig cfg;
     const Kernels *k;
+    KernelContext *kc; /* the backend's context every operation of the model runs in */
+    int owns_kc; /* model_create made kc (model_destroy frees it); model_create_views was given it */
     ParamTable table;
     int B, T;              /* the largest batch the arena holds */
     /* parameter-shaped buffers */
@@ -108,14 +110,15 @@ typedef struct Model {
     int n_acc_runs;
 } Model;
 
-/* Allocates everything for micro-batches of up to B sequences of T tokens. Returns 0, or -1 with a message (the
- * backend's memory cannot hold a buffer). */
+/* Makes a context of k (kernels.h) and allocates in it everything for micro-batches of up to B sequences of T
+ * tokens. Returns 0, or -1 with a message (the backend's memory cannot hold a buffer). */
 int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen);
-/* model_create's backend buffers and the views into them only, without its host buffers (a batch's staging, the
- * statistics read back) and the RoPE tables' values: what model_workspace's dry run makes on a recording table. On
- * it run only what loads and reads back nothing: the functions of a loaded batch (model_*_batch), the gradients'
- * and the optimizer's queues, model_last_logits. */
-int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen);
+/* model_create's backend buffers, allocated in the context kc of k that the caller keeps, and the views into them
+ * only, without its host buffers (a batch's staging, the statistics read back) and the RoPE tables' values: what
+ * model_workspace's dry run makes on a recording table. On it run only what loads and reads back nothing: the
+ * functions of a loaded batch (model_*_batch), the gradients' and the optimizer's queues, model_last_logits. */
+int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, KernelContext *kc, int B, int T, char *err,
+                       size_t errlen);
 
 /* The backend memory of a model, by kind, in bytes (saturating at SIZE_MAX for configs beyond any machine). */
 typedef struct ModelMemory {

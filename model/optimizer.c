@@ -25,21 +25,21 @@ void optimizer_set_step(Model *m, const TrainConfig *t, double lr, int step) {
     const AdamwScalars s[2] = {
         adamw_scalars((float)lr, (float)t->beta1, (float)t->beta2, (float)t->adam_eps, (float)t->weight_decay, step),
         adamw_scalars((float)lr, (float)t->beta1, (float)t->beta2, (float)t->adam_eps, 0.0f, step)};
-    m->k->copy_to_device(m->adam_scalars, s, sizeof(s));
+    m->k->copy_to_device(m->kc, m->adam_scalars, s, sizeof(s));
 }
 
 void optimizer_queue(Model *m, const TrainConfig *t, int n_loss) {
     const Kernels *k = m->k;
     size_t n = m->table.n_params, nd = m->table.n_decay, ab = k->act_bytes;
     m->n_sq = model_queue_grad_squares(m);
-    k->clip_scale(m->stats + 1 - n_loss, n_loss, m->n_sq, t->grad_clip, m->clip_scale);
-    k->adamw(m->master, m->weights, m->grads, m->adam_m, m->adam_v, nd, &m->adam_scalars[0], m->clip_scale);
-    k->adamw(m->master + nd, (char *)m->weights + nd * ab, m->grads + nd, m->adam_m + nd, m->adam_v + nd, n - nd,
+    k->clip_scale(m->kc, m->stats + 1 - n_loss, n_loss, m->n_sq, t->grad_clip, m->clip_scale);
+    k->adamw(m->kc, m->master, m->weights, m->grads, m->adam_m, m->adam_v, nd, &m->adam_scalars[0], m->clip_scale);
+    k->adamw(m->kc, m->master + nd, (char *)m->weights + nd * ab, m->grads + nd, m->adam_m + nd, m->adam_v + nd, n - nd,
              &m->adam_scalars[1], m->clip_scale);
 }
 
 void optimizer_read(Model *m, double *loss_sum, double *norm) {
-    m->k->copy_to_host(m->host_stats, m->stats, (size_t)(1 + m->n_sq) * sizeof(double));
+    m->k->copy_to_host(m->kc, m->host_stats, m->stats, (size_t)(1 + m->n_sq) * sizeof(double));
     double sq = 0.0;
     for (int i = 0; i < m->n_sq; i++) sq += m->host_stats[1 + i];
     *loss_sum = m->host_stats[0];

@@ -13,7 +13,7 @@ int train_step_create(TrainStep *s, Model *m, int B, int T, int accum, int use_g
     s->grad_scale = (float)(1.0 / ((double)B * T * accum));
     s->use_graph = use_graph && m->k->capture_begin != NULL;
     s->slots = calloc((size_t)accum, sizeof(ModelBatch));
-    s->slot_mem = s->slots ? m->k->alloc(train_step_bytes(B, T, accum)) : NULL;
+    s->slot_mem = s->slots ? m->k->alloc(s->m->kc, train_step_bytes(B, T, accum)) : NULL;
     if (!s->slot_mem) {
         snprintf(err, errlen, "out of %s for the step's %d micro-batches of %d x %d tokens",
                  s->slots ? m->k->memory_name : "host memory", accum, B, T);
@@ -26,8 +26,8 @@ int train_step_create(TrainStep *s, Model *m, int B, int T, int accum, int use_g
 }
 
 void train_step_destroy(TrainStep *s) {
-    if (s->graph) s->m->k->graph_free(s->graph);
-    if (s->slot_mem) s->m->k->free(s->slot_mem);
+    if (s->graph) s->m->k->graph_free(s->m->kc, s->graph);
+    if (s->slot_mem) s->m->k->free(s->m->kc, s->slot_mem);
     free(s->slots);
     *s = (TrainStep){0};
 }
@@ -54,11 +54,12 @@ void train_step_run(TrainStep *s, const TrainConfig *t, double lr, int step) {
     const Kernels *k = s->m->k;
     optimizer_set_step(s->m, t, lr, step);
     if (s->use_graph && s->runs == 1) { /* the first run gave every workspace its size: capture the second */
-        k->capture_begin();
+        k->capture_begin(s->m->kc);
         queue_step(s, t);
-        s->graph = k->capture_end();
+        s->graph = k->capture_end(s->m->kc);
     }
-    if (s->graph) k->replay(s->graph);
+    if (s->graph)
+        k->replay(s->m->kc, s->graph);
     else queue_step(s, t);
     s->runs++;
 }

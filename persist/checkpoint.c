@@ -194,12 +194,13 @@ int checkpoint_snapshot_alloc(CheckpointSnapshot *snap, const Model *m, char *er
     const char *pause = getenv("TRAIN_TEST_CHECKPOINT_PAUSE_MS");
     snap->test_pause_ms = pause ? atoi(pause) : 0;
     snap->k = m->k;
+    snap->kc = m->kc;
     snap->model = &m->cfg;
     snap->table = &m->table;
     const size_t bytes = m->table.n_params * sizeof(float);
     float **bufs[3] = {&snap->master, &snap->adam_m, &snap->adam_v};
     for (int i = 0; i < 3; i++)
-        if (!(*bufs[i] = m->k->host_alloc(bytes))) {
+        if (!(*bufs[i] = m->k->host_alloc(m->kc, bytes))) {
             checkpoint_snapshot_free(snap);
             snprintf(err, errlen, "out of host memory for the checkpoint snapshot (3 x %.2f GiB)",
                      bytes / 1073741824.0);
@@ -231,10 +232,10 @@ int checkpoint_snapshot_take(CheckpointSnapshot *snap, const Model *m, const Con
                              char *err, size_t errlen) {
     const size_t bytes = m->table.n_params * sizeof(float);
     snap->state = *s;
-    m->k->copy_to_host(snap->master, m->master, bytes);
+    m->k->copy_to_host(m->kc, snap->master, m->master, bytes);
     test_pause(snap, "snapshot");
-    m->k->copy_to_host(snap->adam_m, m->adam_m, bytes);
-    m->k->copy_to_host(snap->adam_v, m->adam_v, bytes);
+    m->k->copy_to_host(m->kc, snap->adam_m, m->adam_m, bytes);
+    m->k->copy_to_host(m->kc, snap->adam_v, m->adam_v, bytes);
     snap->bf16_export = strcmp(cfg->train.export_dtype, "bf16") == 0;
     free(snap->train_config);
     if (!(snap->train_config = config_to_json(cfg))) {
@@ -246,9 +247,9 @@ int checkpoint_snapshot_take(CheckpointSnapshot *snap, const Model *m, const Con
 
 void checkpoint_snapshot_free(CheckpointSnapshot *snap) {
     if (snap->k) {
-        snap->k->host_free(snap->master);
-        snap->k->host_free(snap->adam_m);
-        snap->k->host_free(snap->adam_v);
+        snap->k->host_free(snap->kc, snap->master);
+        snap->k->host_free(snap->kc, snap->adam_m);
+        snap->k->host_free(snap->kc, snap->adam_v);
     }
     free(snap->train_config);
     free(snap->tokenizer);
@@ -260,7 +261,7 @@ static int write_files(const char *dir, const CheckpointSnapshot *snap, char *er
     const int bf16 = snap->bf16_export;
     char path[CHECKPOINT_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-    const HfMaster src = {snap->model, snap->table, snap->master, NULL};
+    const HfMaster src = {snap->model, snap->table, snap->master, NULL, NULL};
     uint32_t crc;
     uint64_t bytes;
     if (hf_export_master(&src, path, bf16 ? ST_BF16 : ST_F32, &crc, &bytes, err, errlen)) return -1;

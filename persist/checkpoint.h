@@ -53,7 +53,8 @@ typedef struct CheckpointStats {
 
 /* The training state of one step in host memory: what a checkpoint holds. */
 typedef struct CheckpointSnapshot {
-    const Kernels *k;           /* whose host_alloc holds the buffers */
+    const Kernels *k; /* whose host_alloc holds the buffers, */
+    KernelContext *kc; /* in this context (the model's, which outlives the snapshot) */
     const ModelConfig *model;   /* the model's config and parameter table (the model outlives the snapshot) */
     const ParamTable *table;
     float *master, *adam_m, *adam_v; /* n_params each */

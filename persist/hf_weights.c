@@ -104,7 +104,7 @@ int hf_export_master(const HfMaster *src, const char *path, StDtype dtype, uint3
             RowChunk ch = chunk_at(t, r0, x.chunk_rows);
             const float *span = src->master + v->offset + ch.lo * cols;
             if (src->copy) {
-                src->copy(x.span, span, (ch.hi - ch.lo) * cols * sizeof(float));
+                src->copy(src->kc, x.span, span, (ch.hi - ch.lo) * cols * sizeof(float));
                 span = x.span;
             }
             for (size_t r = ch.r0; r < ch.r1; r++)
@@ -126,7 +126,7 @@ done:
 }
 
 int hf_export_weights(const Model *m, const char *path, StDtype dtype, char *err, size_t errlen) {
-    const HfMaster src = {&m->cfg, &m->table, m->master, m->k->copy_to_host};
+    const HfMaster src = {&m->cfg, &m->table, m->master, m->k->copy_to_host, m->kc};
     return hf_export_master(&src, path, dtype, NULL, NULL, err, errlen);
 }
 
@@ -314,7 +314,7 @@ static int load_tensor(Model *m, const char *dir, StFile *f, const StTensorInfo 
             return -1;
         float *dst = m->master + v->offset + ch.lo * cols;
         /* the span also holds rows of another HF tensor (gate/up): keep them */
-        if (span_rows != n_rows) m->k->copy_to_host(x->span, dst, span_rows * cols * sizeof(float));
+        if (span_rows != n_rows) m->k->copy_to_host(m->kc, x->span, dst, span_rows * cols * sizeof(float));
         for (size_t r = ch.r0; r < ch.r1; r++)
             memcpy(x->span + (hf_internal_row(t, r) - ch.lo) * cols, x->rows + (r - ch.r0) * cols,
                    cols * sizeof(float));

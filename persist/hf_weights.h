@@ -13,13 +13,14 @@
 #include "persist/safetensors.h"
 
 /* Master weights to export: a model's config and parameter table, and a buffer of its master weights, read through
- * copy (the backend's copy_to_host for the model's own buffer), or in place when copy is NULL (host memory, such as a
- * checkpoint's snapshot). */
+ * copy in context kc (the backend's copy_to_host for the model's own buffer), or in place when copy is NULL (host
+ * memory, such as a checkpoint's snapshot). */
 typedef struct HfMaster {
     const ModelConfig *cfg;
     const ParamTable *table;
     const float *master;
-    void (*copy)(void *host_dst, const void *src, size_t bytes);
+    void (*copy)(KernelContext *kc, void *host_dst, const void *src, size_t bytes);
+    KernelContext *kc;
 } HfMaster;
 
 /* Writes path (a new file; fsync'd) with the weights in dtype (ST_F32, ST_BF16 or ST_F16); crc and bytes (when not

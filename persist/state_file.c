@@ -140,7 +140,8 @@ typedef struct DeviceTarget {
 static void consume_device(void *ctx, const void *p, size_t offset, size_t n) {
     DeviceTarget *t = ctx;
     if (t->is_master) model_set_master(t->m, p, offset / 4, n / 4);
-    else t->m->k->copy_to_device(t->dst + offset / 4, p, n);
+    else
+        t->m->k->copy_to_device(t->m->kc, t->dst + offset / 4, p, n);
 }
 
 static void consume_memory(void *ctx, const void *p, size_t offset, size_t n) { memcpy((char *)ctx + offset, p, n); }

@@ -57,9 +57,10 @@ static void memory_case_run(const Kernels *k, const MemoryCase *mc, double toler
         return;
     }
     const size_t buffers = mem.params + mem.grads + mem.adam + mem.activations;
-    CHECK(k->peak_bytes() == buffers + reserved, "%s: model_create allocates the %zu bytes of buffers that "
-          "model_memory lists and reserves the dry run's largest scratch, %zu bytes (backend peak %zu)", mc->name,
-          buffers, reserved, k->peak_bytes());
+    CHECK(k->peak_bytes(m.kc) == buffers + reserved,
+          "%s: model_create allocates the %zu bytes of buffers that "
+          "model_memory lists and reserves the dry run's largest scratch, %zu bytes (backend peak %zu)",
+          mc->name, buffers, reserved, k->peak_bytes(m.kc));
 
     model_init_weights(&m, 7);
     int32_t *tokens = malloc((size_t)M * sizeof(int32_t)), *targets = malloc((size_t)M * sizeof(int32_t));
@@ -111,8 +112,8 @@ static void memory_case_run(const Kernels *k, const MemoryCase *mc, double toler
     model_forward(&m, tokens, B, T);
     const double loss = model_loss(&m, targets, B, T, 0.0f);
     model_last_logits(&m, B, T, logits);
-    k->synchronize();
-    const size_t peak = k->peak_bytes();
+    k->synchronize(m.kc);
+    const size_t peak = k->peak_bytes(m.kc);
     if (k->capture_begin) train_step_destroy(&s);
     mem.total = size_add(mem.total, step_bytes);
     CHECK(isfinite(norm) && isfinite(loss) && isfinite(logits[0]), "%s: the run is finite (grad norm %.4g, loss %.4g)",

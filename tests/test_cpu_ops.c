@@ -15,6 +15,7 @@
 #define FD_STEP 1e-5
 
 static const Kernels *kc = &kernels_cpu;
+static KernelContext *cctx; /* kc's context, made in main */
 
 /* ---------------------------------------------------------------- buffers, random numbers, comparisons */
 
@@ -278,24 +279,24 @@ static const int M = 37, N = 45, K = 29; /* ragged GEMM shape */
 static void test_memory(void) {
     CHECK(kc->act_bytes == sizeof(float) && strcmp(kc->name, "cpu") == 0, "memory: name cpu, act_bytes 4");
     const size_t n = 1001;
-    float *p = kc->alloc(n * sizeof(float));
+    float *p = kc->alloc(cctx, n * sizeof(float));
     size_t nonzero = 0;
     for (size_t i = 0; i < n; i++) nonzero += p[i] != 0.0f;
     CHECK(((uintptr_t)p % 64) == 0 && nonzero == 0, "memory: alloc is 64-byte aligned and zero-filled");
     float *src = rand_f(n, 0.0, 1.0), *back = nan_f(n);
-    kc->copy_to_device(p, src, n * sizeof(float));
-    kc->copy_to_host(back, p, n * sizeof(float));
+    kc->copy_to_device(cctx, p, src, n * sizeof(float));
+    kc->copy_to_host(cctx, back, p, n * sizeof(float));
     CHECK(memcmp(src, back, n * sizeof(float)) == 0, "memory: copy_to_device then copy_to_host round-trips");
-    kc->memset_zero(p, n * sizeof(float));
+    kc->memset_zero(cctx, p, n * sizeof(float));
     nonzero = 0;
     for (size_t i = 0; i < n; i++) nonzero += p[i] != 0.0f;
     CHECK(nonzero == 0, "memory: memset_zero");
     float *back2 = nan_f(n);
-    kc->act_from_f32(p, src, n);
-    kc->act_to_f32(back2, p, n);
-    kc->synchronize();
+    kc->act_from_f32(cctx, p, src, n);
+    kc->act_to_f32(cctx, back2, p, n);
+    kc->synchronize(cctx);
     CHECK(memcmp(src, back2, n * sizeof(float)) == 0, "memory: act_from_f32 then act_to_f32 round-trips exactly");
-    kc->free(p);
+    kc->free(cctx, p);
     free_all();
 }
 
@@ -305,7 +306,7 @@ static void test_embed_norm(void) {
     const int32_t *tok = rand_tokens(M, V);
     const float *E = rand_f((size_t)V * D, 0.0, 1.0), *gamma = rand_f(D, 1.0, 0.5);
     float *x = nan_f((size_t)M * D), *O = nan_f((size_t)M * D), *r = nan_f(M);
-    kc->embed_norm(tok, E, gamma, eps, x, O, r, M, D);
+    kc->embed_norm(cctx, tok, E, gamma, eps, x, O, r, M, D);
 
     int rows_equal = 1;
     double *O_ref = zeros_d((size_t)M * D), *r_ref = zeros_d(M);
@@ -326,7 +327,7 @@ static void test_gemm_residual_norm(void) {
     const float *A = rand_f((size_t)M * K, 0.0, 1.0), *W = rand_f((size_t)N * K, 0.0, 0.3);
     const float *res = rand_f((size_t)M * N, 0.0, 1.0), *gamma = rand_f(N, 1.0, 0.5);
     float *h = nan_f((size_t)M * N), *O = nan_f((size_t)M * N), *r = nan_f(M);
-    kc->gemm_residual_norm(A, W, res, gamma, eps, h, O, r, M, N, K);
+    kc->gemm_residual_norm(cctx, A, W, res, gamma, eps, h, O, r, M, N, K);
 
     double *h_ref = zeros_d((size_t)M * N), *O_ref = zeros_d((size_t)M * N), *r_ref = zeros_d(M);
     ref_xwt(to_d(A, (size_t)M * K), to_d(W, (size_t)N * K), h_ref, M, N, K);
@@ -350,7 +351,7 @@ static void test_gemm_rope(int T, int Hq, int Hkv, int hd) {
     const float *O = rand_f((size_t)M * K, 0.0, 1.0), *W = rand_f((size_t)Nq * K, 0.0, 0.3);
     const float *r = rand_f(M, 1.0, 0.5);
     float *Z = nan_f((size_t)M * Nq);
-    kc->gemm_rope(O, W, r, cos_t, sin_t, Z, M, Nq, K, n_rope, hd, T);
+    kc->gemm_rope(cctx, O, W, r, cos_t, sin_t, Z, M, Nq, K, n_rope, hd, T);
 
     double *Z_ref = zeros_d((size_t)M * Nq);
     ref_xwt(to_d(O, (size_t)M * K), to_d(W, (size_t)Nq * K), Z_ref, M, Nq, K);
@@ -368,7 +369,7 @@ static void test_gemm_swiglu(void) {
     const float *O = rand_f((size_t)M * K, 0.0, 1.0), *W = rand_f((size_t)2 * F * K, 0.0, 0.5);
     const float *r = rand_f(M, 1.0, 0.5);
     float *Z = nan_f((size_t)M * 2 * F), *act = nan_f((size_t)M * F);
-    kc->gemm_swiglu(O, W, r, Z, act, M, F, K);
+    kc->gemm_swiglu(cctx, O, W, r, Z, act, M, F, K);
 
     double *Z_ref = zeros_d((size_t)M * 2 * F), *act_ref = zeros_d((size_t)M * F);
     ref_xwt(to_d(O, (size_t)M * K), to_d(W, (size_t)2 * F * K), Z_ref, M, 2 * F, K);
@@ -383,7 +384,7 @@ static void test_gemm_rowscale(void) {
     const float *O = rand_f((size_t)M * K, 0.0, 1.0), *W = rand_f((size_t)N * K, 0.0, 1.0);
     const float *r = rand_f(M, 1.0, 0.5);
     float *Y = nan_f((size_t)M * N);
-    kc->gemm_rowscale(O, W, r, Y, M, N, K);
+    kc->gemm_rowscale(cctx, O, W, r, Y, M, N, K);
     double *Y_ref = zeros_d((size_t)M * N);
     ref_xwt(to_d(O, (size_t)M * K), to_d(W, (size_t)N * K), Y_ref, M, N, K);
     scale_rows(Y_ref, to_d(r, M), M, N);
@@ -433,8 +434,8 @@ static void test_lm_head_loss(double logit_scale, const char *label) {
     const int32_t *tgt = rand_tokens(M, V);
     float *loss = nan_f(M), *loss_only = nan_f(M), *dres = nan_f((size_t)M * K);
     float *dW = copy_f(dW0, (size_t)V * K), *dgamma = copy_f(dgamma0, K);
-    kc->lm_head_train(O, W, r, tgt, groups_of(tgt, M, V), dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
-    kc->lm_head_loss(O, W, r, tgt, loss_only, M, V, K);
+    kc->lm_head_train(cctx, O, W, r, tgt, groups_of(tgt, M, V), dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
+    kc->lm_head_loss(cctx, O, W, r, tgt, loss_only, M, V, K);
 
     double *z = zeros_d((size_t)M * V), *g = zeros_d((size_t)M * V), *loss_ref = zeros_d(M);
     double *dW_ref = zeros_d((size_t)V * K), *dres_ref = zeros_d((size_t)M * K), *dgamma_ref = zeros_d(K);
@@ -475,7 +476,7 @@ static void test_lm_head_uniform(void) {
     float *dgamma = talloc(K * sizeof(float));
     memset(dW, 0, (size_t)V * K * sizeof(float));
     memset(dgamma, 0, K * sizeof(float));
-    kc->lm_head_train(O, W, r, tgt, groups_of(tgt, M, V), 1.0f, x, gamma, loss, dW, dres, dgamma, M, V, K);
+    kc->lm_head_train(cctx, O, W, r, tgt, groups_of(tgt, M, V), 1.0f, x, gamma, loss, dW, dres, dgamma, M, V, K);
     double loss_err = 0.0, dW_err = 0.0, dres_max = 0.0;
     for (int m = 0; m < M; m++) loss_err = fmax(loss_err, fabs(loss[m] - log((double)V)));
     /* dZ = r (1/V - onehot), c = 0; W = 0 makes G and so dres 0 */
@@ -508,12 +509,12 @@ static void test_gemm_norm_backward(void) {
         }
 
     float *dres = nan_f((size_t)M * K), *dgamma = copy_f(dgamma0, K);
-    kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, 0, M, N, K);
+    kc->gemm_norm_backward(cctx, dZ, W, gamma, r, c, x, dres, dgamma, 0, M, N, K);
     check_close("gemm_norm_backward (accumulate 0): dres = gamma*G - (r^2/K) c x", dres, dx_ref, (size_t)M * K);
     check_close("gemm_norm_backward: dgamma += sum_m G x", dgamma, dgamma_ref, K);
 
     float *dres_acc = copy_f(dres0, (size_t)M * K), *dgamma_acc = copy_f(dgamma0, K);
-    kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres_acc, dgamma_acc, 1, M, N, K);
+    kc->gemm_norm_backward(cctx, dZ, W, gamma, r, c, x, dres_acc, dgamma_acc, 1, M, N, K);
     double *dres_acc_ref = to_d(dres0, (size_t)M * K);
     for (size_t i = 0; i < (size_t)M * K; i++) dres_acc_ref[i] += dx_ref[i];
     check_close("gemm_norm_backward (accumulate 1): dres += dx", dres_acc, dres_acc_ref, (size_t)M * K);
@@ -521,9 +522,9 @@ static void test_gemm_norm_backward(void) {
     float *dgamma_1 = copy_f(dgamma0, K), *dgamma_3 = copy_f(dgamma0, K);
     float *dres_1 = copy_f(dres0, (size_t)M * K), *dres_3 = copy_f(dres0, (size_t)M * K);
     set_threads(1);
-    kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres_1, dgamma_1, 1, M, N, K);
+    kc->gemm_norm_backward(cctx, dZ, W, gamma, r, c, x, dres_1, dgamma_1, 1, M, N, K);
     set_threads(3);
-    kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres_3, dgamma_3, 1, M, N, K);
+    kc->gemm_norm_backward(cctx, dZ, W, gamma, r, c, x, dres_3, dgamma_3, 1, M, N, K);
     check_same_bits("gemm_norm_backward: dres", dres_1, dres_3, (size_t)M * K * sizeof(float));
     check_same_bits("gemm_norm_backward: dgamma", dgamma_1, dgamma_3, K * sizeof(float));
     free_all();
@@ -566,7 +567,7 @@ static void test_gemm_norm_backward_fd(void) {
     }
     float *dx = nan_f((size_t)M * K), *dgamma = talloc(K * sizeof(float));
     memset(dgamma, 0, K * sizeof(float));
-    kc->gemm_norm_backward(dZ, Wf, gf, r, c, xf, dx, dgamma, 0, M, N, K);
+    kc->gemm_norm_backward(cctx, dZ, Wf, gf, r, c, xf, dx, dgamma, 0, M, N, K);
 
     const double *u = rand_dir((size_t)M * K), *ug = rand_dir(K);
     const double fd_x = (norm_chain_loss(step_d(x, u, (size_t)M * K, 1.0), gamma, W, w, eps) -
@@ -595,7 +596,7 @@ static void test_gemm_swiglu_backward(void) {
     const float *dY = rand_f((size_t)M * D, 0.0, 1.0), *W_down = rand_f((size_t)D * F, 0.0, 0.5);
     const float *Z = rand_f(nz, 0.0, 3.0), *r = rand_f(M, 1.0, 0.5);
     float *dZ = nan_f(nz), *c = nan_f(M), *act = nan_f((size_t)M * F), *Zfw = nan_f(nz), *act_fw = nan_f((size_t)M * F);
-    kc->gemm_swiglu_backward(dY, W_down, Z, r, dZ, c, act, M, D, F);
+    kc->gemm_swiglu_backward(cctx, dY, W_down, Z, r, dZ, c, act, M, D, F);
 
     double *Zd = to_d(Z, nz), *Wd = to_d(W_down, (size_t)D * F), *dYd = to_d(dY, (size_t)M * D);
     double *dact = zeros_d((size_t)M * F), *dGU = zeros_d(nz), *dZ_ref = zeros_d(nz), *c_ref = zeros_d(M);
@@ -617,7 +618,7 @@ static void test_gemm_swiglu_backward(void) {
     memset(eye, 0, (size_t)2 * F * 2 * F * sizeof(float));
     for (int i = 0; i < 2 * F; i++) eye[(size_t)i * 2 * F + i] = 1.0f;
     for (int m = 0; m < M; m++) ones[m] = 1.0f;
-    kc->gemm_swiglu(Z, eye, ones, Zfw, act_fw, M, F, 2 * F);
+    kc->gemm_swiglu(cctx, Z, eye, ones, Zfw, act_fw, M, F, 2 * F);
     CHECK(memcmp(Zfw, Z, nz * sizeof(float)) == 0 && memcmp(act, act_fw, (size_t)M * F * sizeof(float)) == 0,
           "gemm_swiglu_backward: act = silu(G) U is bitwise what gemm_swiglu writes for the same Z");
 
@@ -635,7 +636,7 @@ static void test_gemm_swiglu_backward(void) {
 static void test_gemm_dx(void) {
     const float *dY = rand_f((size_t)M * N, 0.0, 1.0), *W = rand_f((size_t)N * K, 0.0, 1.0);
     float *dX = nan_f((size_t)M * K);
-    kc->gemm_dx(dY, W, dX, M, N, K);
+    kc->gemm_dx(cctx, dY, W, dX, M, N, K);
     double *dX_ref = zeros_d((size_t)M * K);
     ref_xw(to_d(dY, (size_t)M * N), to_d(W, (size_t)N * K), dX_ref, M, N, K);
     check_close("gemm_dx: dX = dY.W", dX, dX_ref, (size_t)M * K);
@@ -652,7 +653,7 @@ static void test_gemm_dw(void) {
             const float *cs = scaled ? scale : NULL;
             float *dW = acc ? copy_f(dW0, (size_t)N * K) : nan_f((size_t)N * K);
             double sq = NAN;
-            kc->gemm_dw(dY, X, cs, dW, acc, &sq, M, N, K);
+            kc->gemm_dw(cctx, dY, X, cs, dW, acc, &sq, M, N, K);
             double *dW_ref = acc ? to_d(dW0, (size_t)N * K) : zeros_d((size_t)N * K);
             for (int n = 0; n < N; n++)
                 for (int k = 0; k < K; k++) {
@@ -669,9 +670,9 @@ static void test_gemm_dw(void) {
                   sq_ref);
             float *dW_1 = copy_f(dW0, (size_t)N * K), *dW_3 = copy_f(dW0, (size_t)N * K);
             set_threads(1);
-            kc->gemm_dw(dY, X, cs, dW_1, acc, NULL, M, N, K);
+            kc->gemm_dw(cctx, dY, X, cs, dW_1, acc, NULL, M, N, K);
             set_threads(3);
-            kc->gemm_dw(dY, X, cs, dW_3, acc, NULL, M, N, K);
+            kc->gemm_dw(cctx, dY, X, cs, dW_3, acc, NULL, M, N, K);
             check_same_bits(what, dW_1, dW_3, (size_t)N * K * sizeof(float));
         }
     free_all();
@@ -692,7 +693,7 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
     const float *qkv = rand_f(n_qkv, 0.0, 1.5), *dy = rand_f(n_y, 0.0, 1.0);
 
     float *y = nan_f(n_y), *lse = nan_f(n_lse);
-    kc->attention_forward(qkv, y, lse, B, T, Hq, Hkv, hd);
+    kc->attention_forward(cctx, qkv, y, lse, B, T, Hq, Hkv, hd);
     double *qkv_d = to_d(qkv, n_qkv), *dy_d = to_d(dy, n_y);
     double *y_ref = zeros_d(n_y), *lse_ref = zeros_d(n_lse), *dqkv_ref = zeros_d(n_qkv);
     ref_attention(qkv_d, y_ref, lse_ref, dy_d, dqkv_ref, B, T, Hq, Hkv, hd);
@@ -702,7 +703,7 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
     check_close(what, lse, lse_ref, n_lse);
 
     float *dqkv = nan_f(n_qkv);
-    kc->attention_backward(qkv, y, lse, dy, NULL, NULL, NULL, dqkv, NULL, B, T, Hq, Hkv, hd);
+    kc->attention_backward(cctx, qkv, y, lse, dy, NULL, NULL, NULL, dqkv, NULL, B, T, Hq, Hkv, hd);
     snprintf(what, sizeof what, "attention_backward (%s): dqkv vs materialized softmax backward", shape);
     check_close(what, dqkv, dqkv_ref, n_qkv);
 
@@ -717,9 +718,9 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
 
     float *dqkv_1 = nan_f(n_qkv), *dqkv_3 = nan_f(n_qkv);
     set_threads(1);
-    kc->attention_backward(qkv, y, lse, dy, NULL, NULL, NULL, dqkv_1, NULL, B, T, Hq, Hkv, hd);
+    kc->attention_backward(cctx, qkv, y, lse, dy, NULL, NULL, NULL, dqkv_1, NULL, B, T, Hq, Hkv, hd);
     set_threads(3);
-    kc->attention_backward(qkv, y, lse, dy, NULL, NULL, NULL, dqkv_3, NULL, B, T, Hq, Hkv, hd);
+    kc->attention_backward(cctx, qkv, y, lse, dy, NULL, NULL, NULL, dqkv_3, NULL, B, T, Hq, Hkv, hd);
     snprintf(what, sizeof what, "attention_backward (%s)", shape);
     check_same_bits(what, dqkv_1, dqkv_3, n_qkv * sizeof(float));
     free_all();
@@ -734,9 +735,9 @@ static void test_attention_rope_backward(void) {
     rope_tables(T, hd, &cos_t, &sin_t);
     const float *Z = rand_f(n, 0.0, 1.0), *dy = rand_f(n_y, 0.0, 1.0), *r = rand_f(Mr, 1.0, 0.5);
     float *y = nan_f(n_y), *lse = nan_f((size_t)B * Hq * T), *G = nan_f(n), *dZ_out = nan_f(n), *c = nan_f(Mr);
-    kc->attention_forward(Z, y, lse, B, T, Hq, Hkv, hd);
-    kc->attention_backward(Z, y, lse, dy, NULL, NULL, NULL, G, NULL, B, T, Hq, Hkv, hd);
-    kc->attention_backward(Z, y, lse, dy, r, cos_t, sin_t, dZ_out, c, B, T, Hq, Hkv, hd);
+    kc->attention_forward(cctx, Z, y, lse, B, T, Hq, Hkv, hd);
+    kc->attention_backward(cctx, Z, y, lse, dy, NULL, NULL, NULL, G, NULL, B, T, Hq, Hkv, hd);
+    kc->attention_backward(cctx, Z, y, lse, dy, r, cos_t, sin_t, dZ_out, c, B, T, Hq, Hkv, hd);
 
     double *Zd = to_d(Z, n), *Gd = to_d(G, n), *dZ_ref = to_d(G, n), *c_ref = zeros_d(Mr);
     for (int m = 0; m < Mr; m++) {
@@ -789,7 +790,7 @@ static void test_embed_backward(void) {
     const int32_t *tok = rand_tokens(M, V), *groups = groups_of(tok, M, V);
     const float *dx = rand_f((size_t)M * D, 0.0, 1.0), *dE0 = rand_f((size_t)V * D, 0.0, 1.0);
     float *dE = copy_f(dE0, (size_t)V * D);
-    kc->embed_backward(tok, groups, dx, dE, M, D, V);
+    kc->embed_backward(cctx, tok, groups, dx, dE, M, D, V);
     double *dE_ref = to_d(dE0, (size_t)V * D);
     for (int m = 0; m < M; m++)
         for (int d = 0; d < D; d++) dE_ref[(size_t)tok[m] * D + d] += dx[(size_t)m * D + d];
@@ -797,9 +798,9 @@ static void test_embed_backward(void) {
 
     float *dE_1 = copy_f(dE0, (size_t)V * D), *dE_3 = copy_f(dE0, (size_t)V * D);
     set_threads(1);
-    kc->embed_backward(tok, groups, dx, dE_1, M, D, V);
+    kc->embed_backward(cctx, tok, groups, dx, dE_1, M, D, V);
     set_threads(3);
-    kc->embed_backward(tok, groups, dx, dE_3, M, D, V);
+    kc->embed_backward(cctx, tok, groups, dx, dE_3, M, D, V);
     check_same_bits("embed_backward", dE_1, dE_3, (size_t)V * D * sizeof(float));
     free_all();
 }
@@ -811,18 +812,18 @@ static void test_sum_squares(void) {
     for (size_t i = 0; i < n; i++) ref += (double)g[i] * g[i];
     double s1, s3, exact, none = -1.0;
     set_threads(1);
-    kc->sum_squares(g, n, &s1);
+    kc->sum_squares(cctx, g, n, &s1);
     set_threads(3);
-    kc->sum_squares(g, n, &s3);
+    kc->sum_squares(cctx, g, n, &s3);
     CHECK(fabs(s3 - ref) / ref < 1e-12, "sum_squares: rel err %.2e (tol 1e-12)", fabs(s3 - ref) / ref);
     check_same_bits("sum_squares", &s1, &s3, sizeof(double));
     const float small[3] = {1.0f, -2.0f, 0.5f};
-    kc->sum_squares(small, 3, &exact);
-    kc->sum_squares(small, 0, &none);
+    kc->sum_squares(cctx, small, 3, &exact);
+    kc->sum_squares(cctx, small, 0, &none);
     CHECK(exact == 5.25 && none == 0.0, "sum_squares: exact on 3 elements and 0 on none");
     double plain = NAN, acc = 10.0;
-    kc->sum(small, 3, &plain, 0);
-    kc->sum(small, 3, &acc, 1);
+    kc->sum(cctx, small, 3, &plain, 0);
+    kc->sum(cctx, small, 3, &acc, 1);
     CHECK(plain == -0.5 && acc == 9.5, "sum: -0.5 written (%g), 9.5 when added to 10 (%g)", plain, acc);
     free_all();
 }
@@ -831,18 +832,18 @@ static void test_clip_scale(void) {
     /* parts: a loss sum, then squares adding to 16 (norm 4) */
     const double parts[4] = {2.5, 9.0, 4.0, 3.0};
     float s_clip = 0, s_loose = 0, s_off = 0, s_noloss = 0;
-    kc->clip_scale(parts, 1, 3, 1.0, &s_clip);
-    kc->clip_scale(parts, 1, 3, 8.0, &s_loose);
-    kc->clip_scale(parts, 1, 3, 0.0, &s_off);
-    kc->clip_scale(parts + 1, 0, 3, 2.0, &s_noloss);
+    kc->clip_scale(cctx, parts, 1, 3, 1.0, &s_clip);
+    kc->clip_scale(cctx, parts, 1, 3, 8.0, &s_loose);
+    kc->clip_scale(cctx, parts, 1, 3, 0.0, &s_off);
+    kc->clip_scale(cctx, parts + 1, 0, 3, 2.0, &s_noloss);
     CHECK(s_clip == (float)(1.0 / (4.0 + 1e-6)) && s_loose == 1.0f && s_off == 1.0f &&
               s_noloss == (float)(2.0 / (4.0 + 1e-6)),
           "clip_scale: min(1, max_norm / (norm + 1e-6)), 1 when off (%g %g %g %g)", s_clip, s_loose, s_off, s_noloss);
     const double bad_loss[3] = {NAN, 1.0, 1.0}, bad_sq[3] = {1.0, 1.0, INFINITY};
     float s_bad_loss = 0, s_bad_sq = 0, s_ignored = 0;
-    kc->clip_scale(bad_loss, 1, 2, 1.0, &s_bad_loss);
-    kc->clip_scale(bad_sq, 1, 2, 1.0, &s_bad_sq);
-    kc->clip_scale(bad_loss + 1, 0, 2, 8.0, &s_ignored);
+    kc->clip_scale(cctx, bad_loss, 1, 2, 1.0, &s_bad_loss);
+    kc->clip_scale(cctx, bad_sq, 1, 2, 1.0, &s_bad_sq);
+    kc->clip_scale(cctx, bad_loss + 1, 0, 2, 8.0, &s_ignored);
     CHECK(isnan(s_bad_loss) && isnan(s_bad_sq) && s_ignored == 1.0f,
           "clip_scale: NaN (no update) when a loss or a square is not finite");
 }
@@ -858,7 +859,7 @@ static void test_adamw(void) {
     for (int step = 1; step <= steps; step++) {
         const float *grad = rand_f(n, 0.0, 1.0);
         const AdamwScalars sc = adamw_scalars(lr, beta1, beta2, eps, wd, step);
-        kc->adamw(master, working, grad, m, v, n, &sc, &grad_scale);
+        kc->adamw(cctx, master, working, grad, m, v, n, &sc, &grad_scale);
         for (int i = 0; i < n; i++) {
             const double g = (double)grad[i] * grad_scale;
             p_ref[i] *= 1.0 - (double)lr * wd;
@@ -880,13 +881,14 @@ static void test_adamw(void) {
     float *before = copy_f(master, n), *m_before = copy_f(m, n);
     const AdamwScalars sc = adamw_scalars(lr, beta1, beta2, eps, wd, steps + 1);
     const float nan_scale = NAN;
-    kc->adamw(master, working, rand_f(n, 0.0, 1.0), m, v, n, &sc, &nan_scale);
+    kc->adamw(cctx, master, working, rand_f(n, 0.0, 1.0), m, v, n, &sc, &nan_scale);
     CHECK(memcmp(before, master, n * sizeof(float)) == 0 && memcmp(m_before, m, n * sizeof(float)) == 0,
           "adamw: a NaN clip factor changes nothing");
     free_all();
 }
 
 int main(void) {
+    cctx = kc->context_create();
     rng_state = 0x243F6A8885A308D3ull; /* this file's fixed seed */
     default_threads = omp_get_max_threads();
     test_memory();

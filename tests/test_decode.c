@@ -30,6 +30,7 @@ static float *random_floats(size_t n, double scale) {
 
 static void test_ops(int T, int Hq, int Hkv, int hd) {
     const Kernels *k = &kernels_cpu;
+    KernelContext *kc = k->context_create();
     const int Nqkv = (Hq + 2 * Hkv) * hd, width = Hkv * hd, cap = T + 3;
     float *qkv = random_floats((size_t)T * Nqkv, 1.0);
     float *y_ref = malloc((size_t)T * Hq * hd * sizeof(float)), *lse = malloc((size_t)T * Hq * sizeof(float));
@@ -37,11 +38,11 @@ static void test_ops(int T, int Hq, int Hkv, int hd) {
     float *K = malloc((size_t)cap * width * sizeof(float)), *V = malloc((size_t)cap * width * sizeof(float));
     for (size_t i = 0; i < (size_t)cap * width; i++) K[i] = V[i] = NAN;
     for (size_t i = 0; i < (size_t)T * Hq * hd; i++) y[i] = NAN;
-    k->attention_forward(qkv, y_ref, lse, 1, T, Hq, Hkv, hd);
+    k->attention_forward(kc, qkv, y_ref, lse, 1, T, Hq, Hkv, hd);
     for (int pos0 = 0, chunk = 1; pos0 < T; pos0 += chunk, chunk = chunk % 4 + 1) {
         const int M = min_int(chunk, T - pos0);
-        k->kv_cache_append(qkv + (size_t)pos0 * Nqkv, K, V, pos0, M, Hq, Hkv, hd);
-        k->attention_cached(qkv + (size_t)pos0 * Nqkv, K, V, y + (size_t)pos0 * Hq * hd, pos0, M, Hq, Hkv, hd);
+        k->kv_cache_append(kc, qkv + (size_t)pos0 * Nqkv, K, V, pos0, M, Hq, Hkv, hd);
+        k->attention_cached(kc, qkv + (size_t)pos0 * Nqkv, K, V, y + (size_t)pos0 * Hq * hd, pos0, M, Hq, Hkv, hd);
     }
     int copied = 1, untouched = 1;
     for (int p = 0; p < cap; p++)
@@ -60,6 +61,7 @@ static void test_ops(int T, int Hq, int Hkv, int hd) {
           "chunks of 1 to 4 rows is attention_forward (rel %.1e)", T, Hq, Hkv, hd, err);
     free(qkv);
     free(y_ref);
+    k->context_free(kc);
     free(lse);
     free(y);
     free(K);

@@ -211,7 +211,7 @@ static void run_case(const char *label, ModelConfig c, int B, int T, uint64_t se
     /* backward: every tensor's gradient along a random direction vs central differences in fp64 */
     model_backward(&m, B, T, MICRO_FIRST | MICRO_LAST);
     float *g = malloc(n * sizeof(float));
-    m.k->copy_to_host(g, m.grads, n * sizeof(float));
+    m.k->copy_to_host(m.kc, g, m.grads, n * sizeof(float));
     CHECK(all_finite_f(g, n), "%s: gradient is finite", label);
     double sq_ref = 0;
     for (size_t i = 0; i < n; i++) sq_ref += (double)g[i] * g[i];
@@ -251,7 +251,7 @@ static void run_case(const char *label, ModelConfig c, int B, int T, uint64_t se
     model_loss(&m, tgt, B, T, 1.0f / M);
     model_backward(&m, B, T, 0);
     float *g2 = malloc(n * sizeof(float));
-    m.k->copy_to_host(g2, m.grads, n * sizeof(float));
+    m.k->copy_to_host(m.kc, g2, m.grads, n * sizeof(float));
     for (size_t i = 0; i < n; i++) g[i] *= 2;
     CHECK(rel_error_f(g2, g, n) < 1e-6, "%s: gradients accumulate over two backward passes (rel %.1e)", label,
           rel_error_f(g2, g, n));

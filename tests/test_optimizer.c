@@ -85,7 +85,7 @@ static void test_step(void) {
     CHECK(nd < n && (size_t)config_num_parameters(&c) == n, "parameter table: %zu parameters (%zu decayed), as "
           "config_num_parameters says", n, nd);
     float *p0 = malloc(n * sizeof(float)), *g = malloc(n * sizeof(float)), *p2 = malloc(n * sizeof(float));
-    m.k->copy_to_host(p0, m.master, n * sizeof(float));
+    m.k->copy_to_host(m.kc, p0, m.master, n * sizeof(float));
     TrainConfig t = schedule_config("constant");
     t.weight_decay = 0.1;
     t.beta1 = 0.9;
@@ -96,10 +96,10 @@ static void test_step(void) {
     double norms[2];
     for (int s = 0; s < 2; s++) {
         for (size_t i = 0; i < n; i++) g[i] = (float)(i < nd ? gstep[s][0] : gstep[s][1]);
-        m.k->copy_to_device(m.grads, g, n * sizeof(float));
+        m.k->copy_to_device(m.kc, m.grads, g, n * sizeof(float));
         norms[s] = optimizer_step(&m, &t, 1e-3, s + 1);
     }
-    m.k->copy_to_host(p2, m.master, n * sizeof(float));
+    m.k->copy_to_host(m.kc, p2, m.master, n * sizeof(float));
     double clip[2];
     for (int s = 0; s < 2; s++) {
         float gd = (float)gstep[s][0], gn = (float)gstep[s][1];
@@ -119,7 +119,7 @@ static void test_step(void) {
               "%.9f", k == 0 ? "decayed" : "norm (no decay)", p2[i], e);
     }
     float *wk = malloc(n * sizeof(float));
-    m.k->act_to_f32(wk, m.weights, n);
+    m.k->act_to_f32(m.kc, wk, m.weights, n);
     CHECK(memcmp(wk, p2, n * sizeof(float)) == 0, "the working weights follow the master weights");
     free(wk);
     free(p0);

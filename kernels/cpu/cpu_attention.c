@@ -59,14 +59,15 @@ static float attend(const AttnShape *s, const float *q, const float *kbase, cons
     return (float)(pmax + log(sum));
 }
 
-void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd) {
+void cpu_attention_forward(KernelContext *kc, const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv,
+                           int hd) {
     const AttnShape s = attn_shape(Hq, Hkv, hd);
     const float *qkvf = qkv;
     float *yf = y;
     const int group = Hq / Hkv;
 #pragma omp parallel
     {
-        float *p = cpu_scratch(cpu_attention_row_bytes((size_t)T)); /* scores, then unnormalized probabilities */
+        float *p = cpu_scratch(kc, cpu_attention_row_bytes((size_t)T)); /* scores, then unnormalized probabilities */
 #pragma omp for collapse(2) schedule(static)
         for (int b = 0; b < B; b++)
             for (int h = 0; h < Hq; h++) {
@@ -77,11 +78,12 @@ void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, i
                         attend(&s, base + i * s.ld_qkv + q_col(&s, h), base + kc, base + vc, s.ld_qkv, i + 1, p,
                                yf + ((size_t)b * T + i) * s.ld_y + q_col(&s, h));
             }
-        cpu_free(p);
+        cpu_free(kc, p);
     }
 }
 
-void cpu_kv_cache_append(const void *qkv, void *K, void *V, int pos0, int M, int Hq, int Hkv, int hd) {
+void cpu_kv_cache_append(KernelContext *kc, const void *qkv, void *K, void *V, int pos0, int M, int Hq, int Hkv,
+                         int hd) {
     const AttnShape s = attn_shape(Hq, Hkv, hd);
     const size_t width = (size_t)Hkv * hd;
     for (int i = 0; i < M; i++) {
@@ -91,14 +93,14 @@ void cpu_kv_cache_append(const void *qkv, void *K, void *V, int pos0, int M, int
     }
 }
 
-void cpu_attention_cached(const void *qkv, const void *K, const void *V, void *y, int pos0, int M, int Hq, int Hkv,
-                          int hd) {
+void cpu_attention_cached(KernelContext *kc, const void *qkv, const void *K, const void *V, void *y, int pos0, int M,
+                          int Hq, int Hkv, int hd) {
     const AttnShape s = attn_shape(Hq, Hkv, hd);
     const size_t width = (size_t)Hkv * hd;
     const int group = Hq / Hkv;
 #pragma omp parallel
     {
-        float *p = cpu_scratch(cpu_attention_row_bytes((size_t)pos0 + M));
+        float *p = cpu_scratch(kc, cpu_attention_row_bytes((size_t)pos0 + M));
 #pragma omp for collapse(2) schedule(static)
         for (int i = 0; i < M; i++)
             for (int h = 0; h < Hq; h++) {
@@ -106,7 +108,7 @@ void cpu_attention_cached(const void *qkv, const void *K, const void *V, void *y
                 attend(&s, (const float *)qkv + i * s.ld_qkv + q_col(&s, h), (const float *)K + kv,
                        (const float *)V + kv, width, pos0 + i + 1, p, (float *)y + i * s.ld_y + q_col(&s, h));
             }
-        cpu_free(p);
+        cpu_free(kc, p);
     }
 }
 
@@ -151,11 +153,11 @@ static void attention_grad(const void *qkv, const void *y, const float *lse, con
 }
 
 /* The gradient, then (with r) the QKV projection's RoPE and row-scale backward over it in place (kernels.h). */
-void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
-                            const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
-                            int Hkv, int hd) {
+void cpu_attention_backward(KernelContext *kc, const void *qkv, const void *y, const float *lse, const void *dy,
+                            const float *r, const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B,
+                            int T, int Hq, int Hkv, int hd) {
     attention_grad(qkv, y, lse, dy, dqkv, B, T, Hq, Hkv, hd);
     if (r)
-        cpu_rope_backward(qkv, dqkv, r, rope_cos, rope_sin, dqkv, c, B * T, (Hq + 2 * Hkv) * hd, (Hq + Hkv) * hd, hd,
-                          T);
+        cpu_rope_backward(kc, qkv, dqkv, r, rope_cos, rope_sin, dqkv, c, B * T, (Hq + 2 * Hkv) * hd, (Hq + Hkv) * hd,
+                          hd, T);
 }

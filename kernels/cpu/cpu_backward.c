@@ -8,18 +8,19 @@
 /* Column slice of dE per task of embed_backward: 32 floats, two cache lines, so tasks do not share lines. */
 #define EMBED_COLS 32
 
-void cpu_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
-                            const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K) {
+void cpu_gemm_norm_backward(KernelContext *kc, const void *dZ, const void *W, const float *gamma, const float *r,
+                            const float *c, const void *x, void *dres, float *dgamma, int accumulate, int M, int N,
+                            int K) {
     if (M <= 0) return; /* nothing to add (and no partials to sum) */
     const float *xf = x;
     float *dresf = dres;
     /* dgamma is a sum over rows: each row block writes its own partial column sums (in double), which are then
      * added in block order, so the result does not depend on which thread ran which block. */
     const int n_blocks = (M + CPU_ROW_BLOCK - 1) / CPU_ROW_BLOCK;
-    double *partial = cpu_scratch(cpu_block_sums_bytes((size_t)M, (size_t)K));
+    double *partial = cpu_scratch(kc, cpu_block_sums_bytes((size_t)M, (size_t)K));
 #pragma omp parallel
     {
-        float *G = cpu_scratch(cpu_block_rows_bytes((size_t)K));
+        float *G = cpu_scratch(kc, cpu_block_rows_bytes((size_t)K));
 #pragma omp for schedule(static)
         for (int b = 0; b < n_blocks; b++) {
             const int m0 = b * CPU_ROW_BLOCK, rows = cpu_min(CPU_ROW_BLOCK, M - m0);
@@ -38,21 +39,21 @@ void cpu_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, c
                 }
             }
         }
-        cpu_free(G);
+        cpu_free(kc, G);
     }
     for (int b = 1; b < n_blocks; b++)
         for (int k = 0; k < K; k++) partial[k] += partial[(size_t)b * K + k];
     for (int k = 0; k < K; k++) dgamma[k] += (float)partial[k];
-    cpu_free(partial);
+    cpu_free(kc, partial);
 }
 
-void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
-                              void *act, int M, int D, int F) {
+void cpu_gemm_swiglu_backward(KernelContext *kc, const void *dY, const void *W_down, const void *Z, const float *r,
+                              void *dZ, float *c, void *act, int M, int D, int F) {
     const float *Zf = Z;
     float *dZf = dZ, *actf = act;
 #pragma omp parallel
     {
-        float *dact = cpu_scratch(cpu_block_rows_bytes((size_t)F));
+        float *dact = cpu_scratch(kc, cpu_block_rows_bytes((size_t)F));
 #pragma omp for schedule(static)
         for (int m0 = 0; m0 < M; m0 += CPU_ROW_BLOCK) {
             const int rows = cpu_min(CPU_ROW_BLOCK, M - m0);
@@ -76,25 +77,25 @@ void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z,
                 c[m] = (float)zdz;
             }
         }
-        cpu_free(dact);
+        cpu_free(kc, dact);
     }
 }
 
-void cpu_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K) {
+void cpu_gemm_dx(KernelContext *kc, const void *dY, const void *W, void *dX, int M, int N, int K) {
 #pragma omp parallel for schedule(static)
     for (int m0 = 0; m0 < M; m0 += CPU_ROW_BLOCK)
         cpu_gemm_dyw((const float *)dY + (size_t)m0 * N, W, (float *)dX + (size_t)m0 * K,
                      cpu_min(CPU_ROW_BLOCK, M - m0), N, K);
 }
 
-void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate, double *sq, int M,
-                 int N, int K) {
+void cpu_gemm_dw(KernelContext *kc, const void *dY, const void *X, const float *col_scale, float *dW, int accumulate,
+                 double *sq, int M, int N, int K) {
     if (!accumulate) memset(dW, 0, (size_t)N * K * sizeof(float));
     /* Parallel over blocks of dW rows: one thread owns each dW element and sums its M terms in order (into dW
      * itself, or with a column scale into scratch that is then scaled and added). */
 #pragma omp parallel
     {
-        float *part = col_scale ? cpu_scratch(cpu_block_rows_bytes((size_t)K)) : NULL;
+        float *part = col_scale ? cpu_scratch(kc, cpu_block_rows_bytes((size_t)K)) : NULL;
 #pragma omp for schedule(static)
         for (int n0 = 0; n0 < N; n0 += CPU_ROW_BLOCK) {
             const int rows = cpu_min(CPU_ROW_BLOCK, N - n0);
@@ -108,13 +109,13 @@ void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *d
             for (int i = 0; i < rows; i++)
                 for (int k = 0; k < K; k++) out[(size_t)i * K + k] += part[(size_t)i * K + k] * col_scale[k];
         }
-        cpu_free(part);
+        cpu_free(kc, part);
     }
-    if (sq) cpu_sum_squares(dW, (size_t)N * K, sq);
+    if (sq) cpu_sum_squares(kc, dW, (size_t)N * K, sq);
 }
 
-void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos, const float *rope_sin,
-                       void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T) {
+void cpu_rope_backward(KernelContext *kc, const void *Z, const void *dZ_in, const float *r, const float *rope_cos,
+                       const float *rope_sin, void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T) {
     const float *Zf = Z, *dinf = dZ_in;
     float *doutf = dZ_out;
     const int half = hd / 2;
@@ -128,8 +129,8 @@ void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const f
     }
 }
 
-void cpu_embed_backward(const int32_t *tokens, const int32_t *groups, const void *dx, float *dE, int M, int D,
-                        int V) {
+void cpu_embed_backward(KernelContext *kc, const int32_t *tokens, const int32_t *groups, const void *dx, float *dE,
+                        int M, int D, int V) {
     (void)V;      /* dE's row count: every token is < V */
     (void)groups; /* each thread adds its columns' rows in order of m: no grouping needed */
     const float *dxf = dx;

@@ -8,8 +8,8 @@
 /* Each GEMM op below is a parallel loop over blocks of CPU_ROW_BLOCK output rows: the block's product comes from
  * the GEMM core, then a per-row epilogue runs on it while it is still in cache. */
 
-void cpu_embed_norm(const int32_t *tokens, const void *E, const float *gamma, float eps, void *x, void *O, float *r,
-                    int M, int D) {
+void cpu_embed_norm(KernelContext *kc, const int32_t *tokens, const void *E, const float *gamma, float eps, void *x,
+                    void *O, float *r, int M, int D) {
     const float *emb = E;
     float *xf = x, *Of = O;
 #pragma omp parallel for schedule(static)
@@ -21,8 +21,8 @@ void cpu_embed_norm(const int32_t *tokens, const void *E, const float *gamma, fl
     }
 }
 
-void cpu_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps, void *h,
-                            void *O, float *r, int M, int N, int K) {
+void cpu_gemm_residual_norm(KernelContext *kc, const void *A, const void *W, const void *res, const float *gamma,
+                            float eps, void *h, void *O, float *r, int M, int N, int K) {
     const float *resf = res;
     float *hf = h, *Of = O;
 #pragma omp parallel for schedule(static)
@@ -41,8 +41,8 @@ void cpu_gemm_residual_norm(const void *A, const void *W, const void *res, const
     }
 }
 
-void cpu_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos, const float *rope_sin, void *Z,
-                   int M, int N, int K, int n_rope_cols, int hd, int T) {
+void cpu_gemm_rope(KernelContext *kc, const void *O, const void *W, const float *r, const float *rope_cos,
+                   const float *rope_sin, void *Z, int M, int N, int K, int n_rope_cols, int hd, int T) {
     float *Zf = Z;
     const int half = hd / 2;
 #pragma omp parallel for schedule(static)
@@ -57,7 +57,8 @@ void cpu_gemm_rope(const void *O, const void *W, const float *r, const float *ro
     }
 }
 
-void cpu_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F, int K) {
+void cpu_gemm_swiglu(KernelContext *kc, const void *O, const void *W, const float *r, void *Z, void *act, int M, int F,
+                     int K) {
     float *Zf = Z, *actf = act;
     const int N = 2 * F;
 #pragma omp parallel for schedule(static)
@@ -78,7 +79,7 @@ void cpu_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void
 
 /* Sampling's logits (M = 1 when generating): tasks of one row and CPU_COL_BLOCK columns, so that every thread has
  * a share of the vocabulary. */
-void cpu_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K) {
+void cpu_gemm_rowscale(KernelContext *kc, const void *O, const void *W, const float *r, float *Y, int M, int N, int K) {
     enum { CPU_COL_BLOCK = 1024 };
 #pragma omp parallel for collapse(2) schedule(static)
     for (int m = 0; m < M; m++)
@@ -112,11 +113,11 @@ static float cross_entropy_row(const float *z, int target, int V, float r, float
 }
 
 /* Loss per row (and, with dZ != NULL, dZ = r * g and c = <z, g> per row) of rows [0, M). */
-static void lm_head_rows(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
-                         float *loss, float *dZf, float *c, int M, int V, int K) {
+static void lm_head_rows(KernelContext *kc, const void *O, const void *W, const float *r, const int32_t *targets,
+                         float dscale, float *loss, float *dZf, float *c, int M, int V, int K) {
 #pragma omp parallel
     {
-        float *logits = cpu_scratch(cpu_block_rows_bytes((size_t)V));
+        float *logits = cpu_scratch(kc, cpu_block_rows_bytes((size_t)V));
 #pragma omp for schedule(static)
         for (int m0 = 0; m0 < M; m0 += CPU_ROW_BLOCK) {
             const int rows = cpu_min(CPU_ROW_BLOCK, M - m0);
@@ -129,24 +130,25 @@ static void lm_head_rows(const void *O, const void *W, const float *r, const int
                                             dZf ? c + m : NULL);
             }
         }
-        cpu_free(logits);
+        cpu_free(kc, logits);
     }
 }
 
-void cpu_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M, int V,
-                      int K) {
-    lm_head_rows(O, W, r, targets, 0.0f, loss, NULL, NULL, M, V, K);
+void cpu_lm_head_loss(KernelContext *kc, const void *O, const void *W, const float *r, const int32_t *targets,
+                      float *loss, int M, int V, int K) {
+    lm_head_rows(kc, O, W, r, targets, 0.0f, loss, NULL, NULL, M, V, K);
 }
 
-void cpu_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets,
+void cpu_lm_head_train(KernelContext *kc, const void *O, const void *W, const float *r, const int32_t *targets,
                        const int32_t *target_groups, float dscale, const void *x, const float *gamma, float *loss,
                        float *dW, void *dres, float *dgamma, int M, int V, int K) {
     (void)target_groups; /* the weight gradient is one GEMM over the whole [M, V] gradient */
     /* the whole [M, V] gradient at once: the CPU runs small configs */
-    float *dZ = cpu_scratch(cpu_lm_grad_bytes((size_t)M, (size_t)V)), *c = cpu_scratch(cpu_lm_c_bytes((size_t)M));
-    lm_head_rows(O, W, r, targets, dscale, loss, dZ, c, M, V, K);
-    cpu_gemm_dw(dZ, O, NULL, dW, 1, NULL, M, V, K);
-    cpu_gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, 0, M, V, K);
-    cpu_free(dZ);
-    cpu_free(c);
+    float *dZ = cpu_scratch(kc, cpu_lm_grad_bytes((size_t)M, (size_t)V)),
+          *c = cpu_scratch(kc, cpu_lm_c_bytes((size_t)M));
+    lm_head_rows(kc, O, W, r, targets, dscale, loss, dZ, c, M, V, K);
+    cpu_gemm_dw(kc, dZ, O, NULL, dW, 1, NULL, M, V, K);
+    cpu_gemm_norm_backward(kc, dZ, W, gamma, r, c, x, dres, dgamma, 0, M, V, K);
+    cpu_free(kc, dZ);
+    cpu_free(kc, c);
 }

@@ -17,7 +17,7 @@ static inline int cpu_min(int a, int b) { return a < b ? a : b; }
 
 /* Scratch of an op, counted with the backend's buffers and freed with cpu_free. An op has no error path: when the
  * host has no more memory, this stops the program with a message and exit status 1. */
-void *cpu_scratch(size_t bytes);
+void *cpu_scratch(KernelContext *kc, size_t bytes);
 
 /* The scratch sizes of the ops, in bytes: the ops allocate with these, and cpu_kernels.c's workspace_of says from
  * them what a call holds. */
@@ -71,55 +71,62 @@ void cpu_rope_scale_row(const float *in, float *out, float scale, const float *c
 
 /* ---- the ops of kernels.h (one definition each, gathered into kernels_cpu by cpu_kernels.c) ---- */
 
-void *cpu_alloc(size_t bytes);
-void cpu_free(void *p); /* cpu_alloc's buffers and cpu_scratch's */
-void cpu_memset_zero(void *p, size_t bytes);
-void cpu_copy(void *dst, const void *src, size_t bytes);
-void cpu_act_from_f32(void *dst_act, const float *host_src, size_t n);
-void cpu_act_to_f32(float *host_dst, const void *src_act, size_t n);
-void cpu_synchronize(void);
-size_t cpu_peak_bytes(void);
+KernelContext *cpu_context_create(void); /* counts the allocations made in it */
+void cpu_context_free(KernelContext *kc);
 
-void cpu_embed_norm(const int32_t *tokens, const void *E, const float *gamma, float eps, void *x, void *O, float *r,
-                    int M, int D);
-void cpu_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps, void *h,
-                            void *O, float *r, int M, int N, int K);
-void cpu_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos, const float *rope_sin, void *Z,
-                   int M, int N, int K, int n_rope_cols, int hd, int T);
-void cpu_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F, int K);
-void cpu_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K);
-void cpu_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M, int V,
-                      int K);
-void cpu_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets,
+void *cpu_alloc(KernelContext *kc, size_t bytes);
+void cpu_free(KernelContext *kc, void *p); /* cpu_alloc's buffers and cpu_scratch's */
+void cpu_memset_zero(KernelContext *kc, void *p, size_t bytes);
+void cpu_copy(KernelContext *kc, void *dst, const void *src, size_t bytes);
+void cpu_act_from_f32(KernelContext *kc, void *dst_act, const float *host_src, size_t n);
+void cpu_act_to_f32(KernelContext *kc, float *host_dst, const void *src_act, size_t n);
+void cpu_synchronize(KernelContext *kc);
+size_t cpu_peak_bytes(KernelContext *kc);
+
+void cpu_embed_norm(KernelContext *kc, const int32_t *tokens, const void *E, const float *gamma, float eps, void *x,
+                    void *O, float *r, int M, int D);
+void cpu_gemm_residual_norm(KernelContext *kc, const void *A, const void *W, const void *res, const float *gamma,
+                            float eps, void *h, void *O, float *r, int M, int N, int K);
+void cpu_gemm_rope(KernelContext *kc, const void *O, const void *W, const float *r, const float *rope_cos,
+                   const float *rope_sin, void *Z, int M, int N, int K, int n_rope_cols, int hd, int T);
+void cpu_gemm_swiglu(KernelContext *kc, const void *O, const void *W, const float *r, void *Z, void *act, int M, int F,
+                     int K);
+void cpu_gemm_rowscale(KernelContext *kc, const void *O, const void *W, const float *r, float *Y, int M, int N, int K);
+void cpu_lm_head_loss(KernelContext *kc, const void *O, const void *W, const float *r, const int32_t *targets,
+                      float *loss, int M, int V, int K);
+void cpu_lm_head_train(KernelContext *kc, const void *O, const void *W, const float *r, const int32_t *targets,
                        const int32_t *target_groups, float dscale, const void *x, const float *gamma, float *loss,
                        float *dW, void *dres, float *dgamma, int M, int V, int K);
 
-void cpu_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd);
-void cpu_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
-                            const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
-                            int Hkv, int hd);
-void cpu_kv_cache_append(const void *qkv, void *K, void *V, int pos0, int M, int Hq, int Hkv, int hd);
-void cpu_attention_cached(const void *qkv, const void *K, const void *V, void *y, int pos0, int M, int Hq, int Hkv,
-                          int hd);
+void cpu_attention_forward(KernelContext *kc, const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv,
+                           int hd);
+void cpu_attention_backward(KernelContext *kc, const void *qkv, const void *y, const float *lse, const void *dy,
+                            const float *r, const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B,
+                            int T, int Hq, int Hkv, int hd);
+void cpu_kv_cache_append(KernelContext *kc, const void *qkv, void *K, void *V, int pos0, int M, int Hq, int Hkv,
+                         int hd);
+void cpu_attention_cached(KernelContext *kc, const void *qkv, const void *K, const void *V, void *y, int pos0, int M,
+                          int Hq, int Hkv, int hd);
 
-void cpu_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
-                            const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K);
-void cpu_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
-                              void *act, int M, int D, int F);
-void cpu_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K);
-void cpu_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate, double *sq,
-                 int M, int N, int K);
+void cpu_gemm_norm_backward(KernelContext *kc, const void *dZ, const void *W, const float *gamma, const float *r,
+                            const float *c, const void *x, void *dres, float *dgamma, int accumulate, int M, int N,
+                            int K);
+void cpu_gemm_swiglu_backward(KernelContext *kc, const void *dY, const void *W_down, const void *Z, const float *r,
+                              void *dZ, float *c, void *act, int M, int D, int F);
+void cpu_gemm_dx(KernelContext *kc, const void *dY, const void *W, void *dX, int M, int N, int K);
+void cpu_gemm_dw(KernelContext *kc, const void *dY, const void *X, const float *col_scale, float *dW, int accumulate,
+                 double *sq, int M, int N, int K);
 /* dZ_out = r * rope^T(dZ_in) on columns [0, n_rope_cols), r * dZ_in on the rest; c[m] = <Z[m], dZ_in[m]>; dZ_out
  * may alias dZ_in (attention_backward's tail). */
-void cpu_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos, const float *rope_sin,
-                       void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T);
-void cpu_embed_backward(const int32_t *tokens, const int32_t *groups, const void *dx, float *dE, int M, int D,
-                        int V);
+void cpu_rope_backward(KernelContext *kc, const void *Z, const void *dZ_in, const float *r, const float *rope_cos,
+                       const float *rope_sin, void *dZ_out, float *c, int M, int N, int n_rope_cols, int hd, int T);
+void cpu_embed_backward(KernelContext *kc, const int32_t *tokens, const int32_t *groups, const void *dx, float *dE,
+                        int M, int D, int V);
 
-void cpu_sum_squares(const float *g, size_t n, double *out);
-void cpu_sum(const float *x, size_t n, double *out, int accumulate);
-void cpu_clip_scale(const double *parts, int n_loss, int n_sq, double max_norm, float *scale);
-void cpu_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, const AdamwScalars *s,
-               const float *grad_scale);
+void cpu_sum_squares(KernelContext *kc, const float *g, size_t n, double *out);
+void cpu_sum(KernelContext *kc, const float *x, size_t n, double *out, int accumulate);
+void cpu_clip_scale(KernelContext *kc, const double *parts, int n_loss, int n_sq, double max_norm, float *scale);
+void cpu_adamw(KernelContext *kc, float *master, void *working, const float *grad, float *m, float *v, size_t n,
+               const AdamwScalars *s, const float *grad_scale);
 
 #endif

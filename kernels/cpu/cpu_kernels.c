@@ -38,6 +38,8 @@ const Kernels kernels_cpu = {
     .act_bytes = sizeof(float),
     .memory_name = "host memory",
 
+    .context_create = cpu_context_create,
+    .context_free = cpu_context_free,
     .alloc = cpu_alloc,
     .free = cpu_free,
     .memset_zero = cpu_memset_zero,

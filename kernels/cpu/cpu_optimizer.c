@@ -11,9 +11,9 @@
 size_t cpu_sum_squares_bytes(size_t n) { return size_mul((n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK, sizeof(double)); }
 
 /* The sum of g[i]^2 (SQUARE) or g[i] over fixed chunks, added in chunk order. */
-static double chunked_sum(const float *g, size_t n, int square) {
+static double chunked_sum(KernelContext *kc, const float *g, size_t n, int square) {
     const size_t n_chunks = (n + SUMSQ_CHUNK - 1) / SUMSQ_CHUNK;
-    double *partial = cpu_scratch(cpu_sum_squares_bytes(n));
+    double *partial = cpu_scratch(kc, cpu_sum_squares_bytes(n));
 #pragma omp parallel for schedule(static)
     for (size_t chunk = 0; chunk < n_chunks; chunk++) {
         const size_t lo = chunk * SUMSQ_CHUNK, hi = lo + SUMSQ_CHUNK < n ? lo + SUMSQ_CHUNK : n;
@@ -24,18 +24,18 @@ static double chunked_sum(const float *g, size_t n, int square) {
     }
     double total = 0.0;
     for (size_t chunk = 0; chunk < n_chunks; chunk++) total += partial[chunk];
-    cpu_free(partial);
+    cpu_free(kc, partial);
     return total;
 }
 
-void cpu_sum_squares(const float *g, size_t n, double *out) { *out = chunked_sum(g, n, 1); }
+void cpu_sum_squares(KernelContext *kc, const float *g, size_t n, double *out) { *out = chunked_sum(kc, g, n, 1); }
 
-void cpu_sum(const float *x, size_t n, double *out, int accumulate) {
-    const double s = chunked_sum(x, n, 0);
+void cpu_sum(KernelContext *kc, const float *x, size_t n, double *out, int accumulate) {
+    const double s = chunked_sum(kc, x, n, 0);
     *out = accumulate ? *out + s : s;
 }
 
-void cpu_clip_scale(const double *parts, int n_loss, int n_sq, double max_norm, float *scale) {
+void cpu_clip_scale(KernelContext *kc, const double *parts, int n_loss, int n_sq, double max_norm, float *scale) {
     int finite = 1;
     for (int i = 0; i < n_loss; i++) finite &= isfinite(parts[i]) != 0;
     double sq = 0.0;
@@ -49,8 +49,8 @@ void cpu_clip_scale(const double *parts, int n_loss, int n_sq, double max_norm, 
     *scale = (float)(s < 1.0 ? s : 1.0);
 }
 
-void cpu_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n, const AdamwScalars *s,
-               const float *grad_scale_p) {
+void cpu_adamw(KernelContext *kc, float *master, void *working, const float *grad, float *m, float *v, size_t n,
+               const AdamwScalars *s, const float *grad_scale_p) {
     const float grad_scale = *grad_scale_p;
     if (!isfinite(grad_scale)) return;
     const float decay = s->decay, step_size = s->step_size, bias_correction2_sqrt = s->bc2_sqrt;

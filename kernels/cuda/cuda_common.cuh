@@ -20,28 +20,28 @@ typedef __nv_bfloat16 bf16;
  * out of memory (the run's size, not a bug), a message saying what to lower and exit status 1 (bytes: the size asked
  * for, or 0). */
 void cuda_fail(const char *what, const char *detail, const char *file, int line);
-void cuda_out_of_memory(const char *what, size_t bytes, const char *file, int line);
+void cuda_out_of_memory(const KernelContext *kc, const char *what, size_t bytes, const char *file, int line);
 
-#define CUDA_CHECK(call)                                                                      \
-    do {                                                                                      \
-        cudaError_t err_ = (call);                                                            \
-        if (err_ == cudaErrorMemoryAllocation) cuda_out_of_memory(#call, 0, __FILE__, __LINE__); \
-        if (err_ != cudaSuccess) cuda_fail(#call, cudaGetErrorString(err_), __FILE__, __LINE__); \
+#define CUDA_CHECK(call)                                                                                               \
+    do {                                                                                                               \
+        cudaError_t err_ = (call);                                                                                     \
+        if (err_ == cudaErrorMemoryAllocation) cuda_out_of_memory(NULL, #call, 0, __FILE__, __LINE__);                 \
+        if (err_ != cudaSuccess) cuda_fail(#call, cudaGetErrorString(err_), __FILE__, __LINE__);                       \
     } while (0)
 
-#define CUBLAS_CHECK(call)                                                                        \
-    do {                                                                                          \
-        cublasStatus_t st_ = (call);                                                              \
-        if (st_ == CUBLAS_STATUS_ALLOC_FAILED) cuda_out_of_memory(#call, 0, __FILE__, __LINE__);  \
-        if (st_ != CUBLAS_STATUS_SUCCESS) cuda_fail(#call, cublasGetStatusString(st_), __FILE__, __LINE__); \
+#define CUBLAS_CHECK(call)                                                                                             \
+    do {                                                                                                               \
+        cublasStatus_t st_ = (call);                                                                                   \
+        if (st_ == CUBLAS_STATUS_ALLOC_FAILED) cuda_out_of_memory(NULL, #call, 0, __FILE__, __LINE__);                 \
+        if (st_ != CUBLAS_STATUS_SUCCESS) cuda_fail(#call, cublasGetStatusString(st_), __FILE__, __LINE__);            \
     } while (0)
 
 /* After every kernel launch: a launch error (bad configuration, too much shared memory) names the kernel. */
-#define LAUNCH_CHECK(name)                                                                    \
-    do {                                                                                      \
-        cudaError_t err_ = cudaGetLastError();                                                \
-        if (err_ == cudaErrorMemoryAllocation) cuda_out_of_memory("launch of " name, 0, __FILE__, __LINE__); \
-        if (err_ != cudaSuccess) cuda_fail("launch of " name, cudaGetErrorString(err_), __FILE__, __LINE__); \
+#define LAUNCH_CHECK(name)                                                                                             \
+    do {                                                                                                               \
+        cudaError_t err_ = cudaGetLastError();                                                                         \
+        if (err_ == cudaErrorMemoryAllocation) cuda_out_of_memory(NULL, "launch of " name, 0, __FILE__, __LINE__);     \
+        if (err_ != cudaSuccess) cuda_fail("launch of " name, cudaGetErrorString(err_), __FILE__, __LINE__);           \
     } while (0)
 
 static inline int cdiv(long a, long b) { return (int)((a + b - 1) / b); }
@@ -163,21 +163,48 @@ __device__ __forceinline__ float block_max(float v, float *scratch) {
 
 /* ---------------------------------------------------------------- internal API (one definition each) */
 
-/* cuda_stream.cu: the stream every operation queues its work on, and the cuBLAS handle on it. */
-cudaStream_t cuda_stream(void);
-cublasHandle_t cuda_blas(void);
-/* How an operation launches an engine GEMM (kernels/cuda/gemm): ge_pick's config, the stream, and `op` as the name
- * its launches print under when the environment had TRAIN_PRINT_GEMMS=1 as the backend started (read once). */
-ge_launch cuda_gemm_launch(const char *op);
+/* The CUDA backend's context (kernels.h): everything the operations keep between calls. Made by
+ * cuda_context_create (cuda_context.cu), which also reads TRAIN_PRINT_GEMMS. */
+#define CUDA_ALLOC_SLOTS 4096
+#define CUDA_WORKSPACE_RETIRED 16
+struct KernelContext {
+    /* every kernel and copy of the context, in order: a blocking stream, so that copies on the legacy default stream
+     * (a test's cudaMemcpy) still wait for the work queued on it */
+    cudaStream_t stream;
+    cublasHandle_t blas; /* made at the first cuBLAS GEMM (cuda_blas) */
+    int print_gemms; /* TRAIN_PRINT_GEMMS=1: each engine GEMM's launch prints its config */
+    /* cuda_memory.cu: the live allocations (open addressing, keyed by pointer) and their bytes now and at most */
+    struct {
+        void *p;
+        size_t bytes;
+    } allocs[CUDA_ALLOC_SLOTS];
+    size_t bytes_live, bytes_peak;
+    /* cuda_memory.cu: the workspace; while a captured step exists (it holds the workspace's address), one that is
+     * outgrown is kept, not freed, until the last graph goes */
+    void *ws;
+    size_t ws_bytes;
+    void *ws_retired[CUDA_WORKSPACE_RETIRED];
+    int ws_n_retired, graphs;
+    /* buffers kept from call to call (cuda_kernels.cu's CUDA_HELD_* slots count them) */
+    char *lm_grad; /* cuda_loss.cu: the unfused LM head's gradient and c, grown to the largest call's */
+    size_t lm_grad_bytes;
+    double *sum_scratch; /* cuda_optimizer.cu: the sums' partials */
+};
+
+/* cuda_context.cu: the cuBLAS handle on the context's stream, made at its first use. */
+cublasHandle_t cuda_blas(KernelContext *kc);
+/* How an operation launches an engine GEMM (kernels/cuda/gemm): ge_pick's config, the context's stream, and `op` as
+ * the name its launches print under when the context's print_gemms is set. */
+ge_launch cuda_gemm_launch(KernelContext *kc, const char *op);
 
 /* cuda_memory.cu: a tracked device allocator (out of memory, it exits with a message: the ops have no error
  * path), and one growing workspace. */
-void *cuda_dev_alloc(size_t bytes);
-void cuda_dev_free(void *p);
+void *cuda_dev_alloc(KernelContext *kc, size_t bytes);
+void cuda_dev_free(KernelContext *kc, void *p);
 /* Device scratch of at least `bytes`, valid until the next call (the stream orders its uses). Grows, never shrinks. */
-void *cuda_workspace(size_t bytes);
+void *cuda_workspace(KernelContext *kc, size_t bytes);
 /* The captured steps that exist (+1 when one is captured, -1 when it is freed), which keep the workspace's address. */
-void cuda_workspace_graphs(int delta);
+void cuda_workspace_graphs(KernelContext *kc, int delta);
 
 /* The device memory the ops take, in bytes, for the memory preflight: each op asks with its function here, and the
  * tables' workspace_of (cuda_kernels.cu, fused/fused_kernels.cu) say from them what a call needs. Saturating. */
@@ -197,23 +224,25 @@ size_t cuda_attention_backward_workspace(size_t B, size_t T, size_t Hq, size_t H
 
 /* cuda_gemm_cublas.cu: row-major GEMMs on bf16 operands with fp32 accumulation (kernels.h's conventions). */
 /* Y[M,N] (bf16, row stride ldy) = alpha * X[M,K] . W[N,K]^T + beta * Y. */
-void cuda_gemm_xwt_bf16(const void *X, const void *W, void *Y, long ldy, int M, int N, int K, float beta);
+void cuda_gemm_xwt_bf16(KernelContext *kc, const void *X, const void *W, void *Y, long ldy, int M, int N, int K,
+                        float beta);
 /* Y[M,N] (fp32) = X . W^T. */
-void cuda_gemm_xwt_f32(const void *X, const void *W, float *Y, int M, int N, int K);
+void cuda_gemm_xwt_f32(KernelContext *kc, const void *X, const void *W, float *Y, int M, int N, int K);
 /* dX[M,K] = dY[M,N] . W[N,K], into bf16 or fp32. */
-void cuda_gemm_dyw_bf16(const void *dY, const void *W, void *dX, int M, int N, int K);
-void cuda_gemm_dyw_f32(const void *dY, const void *W, float *dX, int M, int N, int K);
+void cuda_gemm_dyw_bf16(KernelContext *kc, const void *dY, const void *W, void *dX, int M, int N, int K);
+void cuda_gemm_dyw_f32(KernelContext *kc, const void *dY, const void *W, float *dX, int M, int N, int K);
 /* dW[N,K] (fp32) = dY^T . X, or += when accumulate. */
-void cuda_gemm_dw_f32(const void *dY, const void *X, float *dW, int accumulate, int M, int N, int K);
+void cuda_gemm_dw_f32(KernelContext *kc, const void *dY, const void *X, float *dW, int accumulate, int M, int N, int K);
 
 /* cuda_norm.cu: deterministic reductions of partials. out[k] += sum over b < n_blocks (in order) of
  * partial[b, k]; out[m] = sum over t < nparts (in order) of part[m, t]. */
-void cuda_column_sum_add(const float *partial, int n_blocks, float *out, int K);
-void cuda_row_sum(const float *part, int nparts, int M, float *out);
+void cuda_column_sum_add(KernelContext *kc, const float *partial, int n_blocks, float *out, int K);
+void cuda_row_sum(KernelContext *kc, const float *part, int nparts, int M, float *out);
 
 /* cuda_embedding.cu: dE[tokens[m]] += coef[m] * dx[m] (coef NULL: 1) for m < M, deterministic: from the tokens'
  * groups (kernels.h), each group summed in order of m in fp32 and added once. dx [M, D] bf16 rows (row stride D),
  * dE [V, D] fp32. */
-void cuda_rows_scatter_add(const int32_t *groups, const float *coef, const void *dx, float *dE, int M, int D);
+void cuda_rows_scatter_add(KernelContext *kc, const int32_t *groups, const float *coef, const void *dx, float *dE,
+                           int M, int D);
 
 #endif

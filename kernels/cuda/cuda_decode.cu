@@ -24,13 +24,14 @@ __global__ void __launch_bounds__(APPEND_THREADS) kv_cache_append_kernel(const b
     }
 }
 
-extern "C" void cuda_kv_cache_append(const void *qkv, void *K, void *V, int pos0, int M, int Hq, int Hkv, int hd) {
+extern "C" void cuda_kv_cache_append(KernelContext *kc, const void *qkv, void *K, void *V, int pos0, int M, int Hq,
+                                     int Hkv, int hd) {
     if (M <= 0) return;
     const long ld_qkv = (long)(Hq + 2 * Hkv) * hd, width = (long)Hkv * hd;
     const bool vec = hd % 8 == 0 && rows_vec_ok(qkv, ld_qkv, 2) && rows_vec_ok(K, width, 2) &&
                      rows_vec_ok(V, width, 2);
-    kv_cache_append_kernel<<<dim3(M, 2), APPEND_THREADS, 0, cuda_stream()>>>((const bf16 *)qkv, (bf16 *)K,
-                                                                             (bf16 *)V, pos0, Hq, Hkv, hd, vec);
+    kv_cache_append_kernel<<<dim3(M, 2), APPEND_THREADS, 0, kc->stream>>>((const bf16 *)qkv, (bf16 *)K, (bf16 *)V, pos0,
+                                                                          Hq, Hkv, hd, vec);
     LAUNCH_CHECK("kv_cache_append_kernel");
 }
 
@@ -96,8 +97,8 @@ __global__ void __launch_bounds__(DECODE_THREADS) attention_cached_kernel(const 
     }
 }
 
-extern "C" void cuda_attention_cached(const void *qkv, const void *K, const void *V, void *y, int pos0, int M, int Hq,
-                                      int Hkv, int hd) {
+extern "C" void cuda_attention_cached(KernelContext *kc, const void *qkv, const void *K, const void *V, void *y,
+                                      int pos0, int M, int Hq, int Hkv, int hd) {
     if (M <= 0) return;
     const int chunks = (hd + 7) / 8;
     if (chunks > DECODE_THREADS) {
@@ -110,7 +111,7 @@ extern "C" void cuda_attention_cached(const void *qkv, const void *K, const void
     const bool vec = hd % 8 == 0 && rows_vec_ok(K, width, 2) && rows_vec_ok(V, width, 2);
     const long ld_qkv = (long)(Hq + 2 * Hkv) * hd, ld_y = (long)Hq * hd;
     for (int r0 = 0; r0 < M; r0 += 65535) { /* the most rows of one grid */
-        attention_cached_kernel<<<dim3(Hq, min(M - r0, 65535)), DECODE_THREADS, smem, cuda_stream()>>>(
+        attention_cached_kernel<<<dim3(Hq, min(M - r0, 65535)), DECODE_THREADS, smem, kc->stream>>>(
             (const bf16 *)qkv + r0 * ld_qkv, (const bf16 *)K, (const bf16 *)V, (bf16 *)y + r0 * ld_y, pos0 + r0, Hq,
             Hkv, hd, 1.0f / sqrtf((float)hd), vec);
         LAUNCH_CHECK("attention_cached_kernel");

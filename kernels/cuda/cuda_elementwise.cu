@@ -57,26 +57,27 @@ __global__ void __launch_bounds__(ROW_THREADS) rope_rows_kernel(const bf16 *in, 
     }
 }
 
-static void rope_rows(const void *in, void *out, const float *r, const float *rope_cos, const float *rope_sin,
-                      float sin_sign, const void *dot_with, float *c, int M, int N, int n_rope, int hd, int T) {
+static void rope_rows(KernelContext *kc, const void *in, void *out, const float *r, const float *rope_cos,
+                      const float *rope_sin, float sin_sign, const void *dot_with, float *c, int M, int N, int n_rope,
+                      int hd, int T) {
     if (M <= 0) return;
     const bool vec = rows_vec_ok(in, N, 2) && rows_vec_ok(out, N, 2) && (!dot_with || rows_vec_ok(dot_with, N, 2));
-    rope_rows_kernel<<<M, row_threads(cdiv(N, 8)), 0, cuda_stream()>>>((const bf16 *)in, (bf16 *)out, r, rope_cos,
-                                                                       rope_sin, sin_sign, (const bf16 *)dot_with, c, N,
-                                                                       n_rope, hd, T, vec);
+    rope_rows_kernel<<<M, row_threads(cdiv(N, 8)), 0, kc->stream>>>((const bf16 *)in, (bf16 *)out, r, rope_cos,
+                                                                    rope_sin, sin_sign, (const bf16 *)dot_with, c, N,
+                                                                    n_rope, hd, T, vec);
     LAUNCH_CHECK("rope_rows_kernel");
 }
 
-extern "C" void cuda_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos,
+extern "C" void cuda_gemm_rope(KernelContext *kc, const void *O, const void *W, const float *r, const float *rope_cos,
                                const float *rope_sin, void *Z, int M, int N, int K, int n_rope_cols, int hd, int T) {
-    cuda_gemm_xwt_bf16(O, W, Z, N, M, N, K, 0.0f);
-    rope_rows(Z, Z, r, rope_cos, rope_sin, 1.0f, NULL, NULL, M, N, n_rope_cols, hd, T);
+    cuda_gemm_xwt_bf16(kc, O, W, Z, N, M, N, K, 0.0f);
+    rope_rows(kc, Z, Z, r, rope_cos, rope_sin, 1.0f, NULL, NULL, M, N, n_rope_cols, hd, T);
 }
 
-extern "C" void cuda_rope_backward(const void *Z, const void *dZ_in, const float *r, const float *rope_cos,
-                                   const float *rope_sin, void *dZ_out, float *c, int M, int N, int n_rope_cols,
-                                   int hd, int T) {
-    rope_rows(dZ_in, dZ_out, r, rope_cos, rope_sin, -1.0f, Z, c, M, N, n_rope_cols, hd, T);
+extern "C" void cuda_rope_backward(KernelContext *kc, const void *Z, const void *dZ_in, const float *r,
+                                   const float *rope_cos, const float *rope_sin, void *dZ_out, float *c, int M, int N,
+                                   int n_rope_cols, int hd, int T) {
+    rope_rows(kc, dZ_in, dZ_out, r, rope_cos, rope_sin, -1.0f, Z, c, M, N, n_rope_cols, hd, T);
 }
 
 /* ---------------------------------------------------------------- SwiGLU */
@@ -106,12 +107,12 @@ __global__ void __launch_bounds__(ROW_THREADS) swiglu_rows_kernel(bf16 *Z, const
     }
 }
 
-extern "C" void cuda_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F,
-                                 int K) {
+extern "C" void cuda_gemm_swiglu(KernelContext *kc, const void *O, const void *W, const float *r, void *Z, void *act,
+                                 int M, int F, int K) {
     if (M <= 0) return;
-    cuda_gemm_xwt_bf16(O, W, Z, 2 * F, M, 2 * F, K, 0.0f);
+    cuda_gemm_xwt_bf16(kc, O, W, Z, 2 * F, M, 2 * F, K, 0.0f);
     const bool vec = rows_vec_ok(Z, 2 * F, 2) && rows_vec_ok(act, F, 2);
-    swiglu_rows_kernel<<<M, row_threads(cdiv(2 * F, 8)), 0, cuda_stream()>>>((bf16 *)Z, r, (bf16 *)act, F, vec);
+    swiglu_rows_kernel<<<M, row_threads(cdiv(2 * F, 8)), 0, kc->stream>>>((bf16 *)Z, r, (bf16 *)act, F, vec);
     LAUNCH_CHECK("swiglu_rows_kernel");
 }
 
@@ -148,13 +149,13 @@ __global__ void __launch_bounds__(ROW_THREADS) swiglu_backward_rows_kernel(const
     if (threadIdx.x == 0) c[m] = dot;
 }
 
-extern "C" void cuda_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ,
-                                          float *c, void *act, int M, int D, int F) {
+extern "C" void cuda_gemm_swiglu_backward(KernelContext *kc, const void *dY, const void *W_down, const void *Z,
+                                          const float *r, void *dZ, float *c, void *act, int M, int D, int F) {
     if (M <= 0) return;
-    cuda_gemm_dyw_f32(dY, W_down, (float *)dZ, M, D, F);
+    cuda_gemm_dyw_f32(kc, dY, W_down, (float *)dZ, M, D, F);
     const bool vec = rows_vec_ok(Z, 2 * F, 2) && rows_vec_ok(dZ, 2 * F, 2) && rows_vec_ok(act, F, 2);
-    swiglu_backward_rows_kernel<<<M, row_threads(cdiv(2 * F, 8)), 0, cuda_stream()>>>((const bf16 *)Z, r, (bf16 *)dZ, c,
-                                                                                      (bf16 *)act, F, vec);
+    swiglu_backward_rows_kernel<<<M, row_threads(cdiv(2 * F, 8)), 0, kc->stream>>>((const bf16 *)Z, r, (bf16 *)dZ, c,
+                                                                                   (bf16 *)act, F, vec);
     LAUNCH_CHECK("swiglu_backward_rows_kernel");
 }
 
@@ -165,16 +166,17 @@ __global__ void scale_rows_kernel(float *Y, const float *r, int N) {
     for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) Y[m * N + n] *= r[m];
 }
 
-extern "C" void cuda_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K) {
+extern "C" void cuda_gemm_rowscale(KernelContext *kc, const void *O, const void *W, const float *r, float *Y, int M,
+                                   int N, int K) {
     if (M <= 0) return;
-    cuda_gemm_xwt_f32(O, W, Y, M, N, K);
+    cuda_gemm_xwt_f32(kc, O, W, Y, M, N, K);
     const int bx = cdiv(N, 256) < 64 ? cdiv(N, 256) : 64;
-    scale_rows_kernel<<<dim3(bx, M), 256, 0, cuda_stream()>>>(Y, r, N);
+    scale_rows_kernel<<<dim3(bx, M), 256, 0, kc->stream>>>(Y, r, N);
     LAUNCH_CHECK("scale_rows_kernel");
 }
 
-extern "C" void cuda_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K) {
-    cuda_gemm_dyw_bf16(dY, W, dX, M, N, K);
+extern "C" void cuda_gemm_dx(KernelContext *kc, const void *dY, const void *W, void *dX, int M, int N, int K) {
+    cuda_gemm_dyw_bf16(kc, dY, W, dX, M, N, K);
 }
 
 /* O[m, k] = X[m, k] * s[k] (bf16, rounded once: the bits the forward's norm pass wrote as O). */
@@ -186,16 +188,16 @@ __global__ void scale_cols_kernel(const bf16 *X, const float *s, bf16 *O, int K)
 
 size_t cuda_dw_scaled_workspace(size_t M, size_t K) { return size_mul(size_mul(M, K), sizeof(bf16)); }
 
-extern "C" void cuda_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate,
-                             double *sq, int M, int N, int K) {
+extern "C" void cuda_gemm_dw(KernelContext *kc, const void *dY, const void *X, const float *col_scale, float *dW,
+                             int accumulate, double *sq, int M, int N, int K) {
     if (!col_scale || M <= 0) {
-        cuda_gemm_dw_f32(dY, X, dW, accumulate, M, N, K);
+        cuda_gemm_dw_f32(kc, dY, X, dW, accumulate, M, N, K);
     } else { /* the unfused way: the scaled input in a pass, then cuBLAS */
-        bf16 *O = (bf16 *)cuda_workspace(cuda_dw_scaled_workspace(M, K));
+        bf16 *O = (bf16 *)cuda_workspace(kc, cuda_dw_scaled_workspace(M, K));
         const int bx = cdiv(K, 256) < 64 ? cdiv(K, 256) : 64;
-        scale_cols_kernel<<<dim3(bx, M), 256, 0, cuda_stream()>>>((const bf16 *)X, col_scale, O, K);
+        scale_cols_kernel<<<dim3(bx, M), 256, 0, kc->stream>>>((const bf16 *)X, col_scale, O, K);
         LAUNCH_CHECK("scale_cols_kernel");
-        cuda_gemm_dw_f32(dY, O, dW, accumulate, M, N, K);
+        cuda_gemm_dw_f32(kc, dY, O, dW, accumulate, M, N, K);
     }
-    if (sq) cuda_sum_squares(dW, (size_t)N * K, sq);
+    if (sq) cuda_sum_squares(kc, dW, (size_t)N * K, sq);
 }

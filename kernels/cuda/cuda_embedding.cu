@@ -31,15 +31,16 @@ __global__ void __launch_bounds__(EMBED_THREADS) embed_backward_kernel(const bf1
     }
 }
 
-void cuda_rows_scatter_add(const int32_t *groups, const float *coef, const void *dx, float *dE, int M, int D) {
+void cuda_rows_scatter_add(KernelContext *kc, const int32_t *groups, const float *coef, const void *dx, float *dE,
+                           int M, int D) {
     if (M <= 0) return;
     const int col_blocks = cdiv(cdiv(D, 8), EMBED_THREADS);
-    embed_backward_kernel<<<dim3(M, col_blocks), EMBED_THREADS, 0, cuda_stream()>>>(
-        (const bf16 *)dx, coef, groups, M, dE, D, rows_vec_ok(dx, D, 2));
+    embed_backward_kernel<<<dim3(M, col_blocks), EMBED_THREADS, 0, kc->stream>>>((const bf16 *)dx, coef, groups, M, dE,
+                                                                                 D, rows_vec_ok(dx, D, 2));
     LAUNCH_CHECK("embed_backward_kernel");
 }
 
-extern "C" void cuda_embed_backward(const int32_t *tokens, const int32_t *groups, const void *dx, float *dE, int M,
-                                    int D, int V) {
-    cuda_rows_scatter_add(groups, NULL, dx, dE, M, D);
+extern "C" void cuda_embed_backward(KernelContext *kc, const int32_t *tokens, const int32_t *groups, const void *dx,
+                                    float *dE, int M, int D, int V) {
+    cuda_rows_scatter_add(kc, groups, NULL, dx, dE, M, D);
 }

@@ -55,6 +55,8 @@ extern "C" const Kernels kernels_cuda = {
     .leaner = &kernels_cuda_fused,
     .leaner_flag = "--fusion on",
 
+    .context_create = cuda_context_create,
+    .context_free = cuda_context_free,
     .alloc = cuda_alloc,
     .free = cuda_free,
     .memset_zero = cuda_memset_zero,

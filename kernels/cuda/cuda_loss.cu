@@ -74,44 +74,43 @@ size_t cuda_lm_head_grad_bytes(size_t M, size_t V) {
     return size_add(lm_grad_dz_bytes(M, V), size_mul(M, sizeof(float)));
 }
 
-static void lm_head_rows(const void *O, const void *W, const float *r, const int32_t *targets, float dscale,
-                         float *loss, bf16 *dZ, float *c, int M, int V, int K) {
-    bf16 *scratch = dZ ? NULL : (bf16 *)cuda_workspace(cuda_lm_head_loss_workspace(M, V));
+static void lm_head_rows(KernelContext *kc, const void *O, const void *W, const float *r, const int32_t *targets,
+                         float dscale, float *loss, bf16 *dZ, float *c, int M, int V, int K) {
+    bf16 *scratch = dZ ? NULL : (bf16 *)cuda_workspace(kc, cuda_lm_head_loss_workspace(M, V));
     for (int m0 = 0; m0 < M; m0 += LM_CHUNK) {
         const int rows = M - m0 < LM_CHUNK ? M - m0 : LM_CHUNK;
         bf16 *logits = dZ ? dZ + (size_t)m0 * V : scratch;
-        cuda_gemm_xwt_bf16((const bf16 *)O + (size_t)m0 * K, W, logits, V, rows, V, K, 0.0f);
-        cross_entropy_rows_kernel<<<rows, CE_THREADS, 0, cuda_stream()>>>(logits, r + m0, targets + m0, dscale,
-                                                                          loss + m0, dZ != NULL, dZ ? c + m0 : NULL, V,
-                                                                          rows_vec_ok(logits, V, 2));
+        cuda_gemm_xwt_bf16(kc, (const bf16 *)O + (size_t)m0 * K, W, logits, V, rows, V, K, 0.0f);
+        cross_entropy_rows_kernel<<<rows, CE_THREADS, 0, kc->stream>>>(logits, r + m0, targets + m0, dscale, loss + m0,
+                                                                       dZ != NULL, dZ ? c + m0 : NULL, V,
+                                                                       rows_vec_ok(logits, V, 2));
         LAUNCH_CHECK("cross_entropy_rows_kernel");
     }
 }
 
-extern "C" void cuda_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss,
-                                  int M, int V, int K) {
-    lm_head_rows(O, W, r, targets, 0.0f, loss, NULL, NULL, M, V, K);
+extern "C" void cuda_lm_head_loss(KernelContext *kc, const void *O, const void *W, const float *r,
+                                  const int32_t *targets, float *loss, int M, int V, int K) {
+    lm_head_rows(kc, O, W, r, targets, 0.0f, loss, NULL, NULL, M, V, K);
 }
 
-extern "C" void cuda_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets,
-                                   const int32_t *target_groups, float dscale, const void *x, const float *gamma,
-                                   float *loss, float *dW, void *dres, float *dgamma, int M, int V, int K) {
+extern "C" void cuda_lm_head_train(KernelContext *kc, const void *O, const void *W, const float *r,
+                                   const int32_t *targets, const int32_t *target_groups, float dscale, const void *x,
+                                   const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M, int V,
+                                   int K) {
     if (M <= 0) return;
-    /* the [M, V] gradient and c, held by the backend (grown to the largest seen; counted in the peak) */
-    static char *held;
-    static size_t cap;
+    /* the [M, V] gradient and c, kept by the context (grown to the largest seen; counted in the peak) */
     const size_t need = cuda_lm_head_grad_bytes(M, V);
-    if (need > cap) {
-        if (held) {
-            CUDA_CHECK(cudaStreamSynchronize(cuda_stream())); /* earlier kernels may still read the old buffer */
-            cuda_dev_free(held);
+    if (need > kc->lm_grad_bytes) {
+        if (kc->lm_grad) {
+            CUDA_CHECK(cudaStreamSynchronize(kc->stream)); /* earlier kernels may still read the old buffer */
+            cuda_dev_free(kc, kc->lm_grad);
         }
-        held = (char *)cuda_dev_alloc(need);
-        cap = need;
+        kc->lm_grad = (char *)cuda_dev_alloc(kc, need);
+        kc->lm_grad_bytes = need;
     }
-    bf16 *dZ = (bf16 *)held;
-    float *c = (float *)(held + lm_grad_dz_bytes(M, V));
-    lm_head_rows(O, W, r, targets, dscale, loss, dZ, c, M, V, K);
-    cuda_gemm_dw(dZ, O, NULL, dW, 1, NULL, M, V, K);
-    cuda_gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, 0, M, V, K);
+    bf16 *dZ = (bf16 *)kc->lm_grad;
+    float *c = (float *)(kc->lm_grad + lm_grad_dz_bytes(M, V));
+    lm_head_rows(kc, O, W, r, targets, dscale, loss, dZ, c, M, V, K);
+    cuda_gemm_dw(kc, dZ, O, NULL, dW, 1, NULL, M, V, K);
+    cuda_gemm_norm_backward(kc, dZ, W, gamma, r, c, x, dres, dgamma, 0, M, V, K);
 }

@@ -35,27 +35,28 @@ __global__ void __launch_bounds__(NORM_THREADS) norm_rows_kernel(const bf16 *src
     if (threadIdx.x == 0) r[m] = rms_scale_ieee(ss, N, eps);
 }
 
-static void norm_rows(const void *src, const int32_t *tokens, void *x_out, const float *gamma, float eps, void *O,
-                      float *r, int M, int N) {
+static void norm_rows(KernelContext *kc, const void *src, const int32_t *tokens, void *x_out, const float *gamma,
+                      float eps, void *O, float *r, int M, int N) {
     if (M <= 0) return;
     const bool vec = rows_vec_ok(src, N, 2) && rows_vec_ok(O, N, 2) && rows_vec_ok(gamma, N, 4) &&
                      (!x_out || rows_vec_ok(x_out, N, 2));
-    norm_rows_kernel<<<M, NORM_THREADS, 0, cuda_stream()>>>((const bf16 *)src, tokens, (bf16 *)x_out, gamma, eps,
-                                                            (bf16 *)O, r, N, vec);
+    norm_rows_kernel<<<M, NORM_THREADS, 0, kc->stream>>>((const bf16 *)src, tokens, (bf16 *)x_out, gamma, eps,
+                                                         (bf16 *)O, r, N, vec);
     LAUNCH_CHECK("norm_rows_kernel");
 }
 
-extern "C" void cuda_embed_norm(const int32_t *tokens, const void *E, const float *gamma, float eps, void *x, void *O,
-                                float *r, int M, int D) {
-    norm_rows(E, tokens, x, gamma, eps, O, r, M, D);
+extern "C" void cuda_embed_norm(KernelContext *kc, const int32_t *tokens, const void *E, const float *gamma, float eps,
+                                void *x, void *O, float *r, int M, int D) {
+    norm_rows(kc, E, tokens, x, gamma, eps, O, r, M, D);
 }
 
-extern "C" void cuda_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps,
-                                        void *h, void *O, float *r, int M, int N, int K) {
+extern "C" void cuda_gemm_residual_norm(KernelContext *kc, const void *A, const void *W, const void *res,
+                                        const float *gamma, float eps, void *h, void *O, float *r, int M, int N,
+                                        int K) {
     if (M <= 0) return;
-    CUDA_CHECK(cudaMemcpyAsync(h, res, (size_t)M * N * sizeof(bf16), cudaMemcpyDeviceToDevice, cuda_stream()));
-    cuda_gemm_xwt_bf16(A, W, h, N, M, N, K, 1.0f);
-    norm_rows(h, NULL, NULL, gamma, eps, O, r, M, N);
+    CUDA_CHECK(cudaMemcpyAsync(h, res, (size_t)M * N * sizeof(bf16), cudaMemcpyDeviceToDevice, kc->stream));
+    cuda_gemm_xwt_bf16(kc, A, W, h, N, M, N, K, 1.0f);
+    norm_rows(kc, h, NULL, NULL, gamma, eps, O, r, M, N);
 }
 
 /* Block b owns rows [b*NORM_BWD_ROWS, ...): dx = gamma*G - (r^2/K) c x into dres (= or +=), and its partial column
@@ -97,9 +98,9 @@ __global__ void column_sum_add_kernel(const float *partial, int n_blocks, float 
     out[k] += s;
 }
 
-void cuda_column_sum_add(const float *partial, int n_blocks, float *out, int K) {
+void cuda_column_sum_add(KernelContext *kc, const float *partial, int n_blocks, float *out, int K) {
     if (K <= 0) return;
-    column_sum_add_kernel<<<cdiv(K, 256), 256, 0, cuda_stream()>>>(partial, n_blocks, out, K);
+    column_sum_add_kernel<<<cdiv(K, 256), 256, 0, kc->stream>>>(partial, n_blocks, out, K);
     LAUNCH_CHECK("column_sum_add_kernel");
 }
 
@@ -112,9 +113,9 @@ __global__ void row_sum_kernel(const float *part, int nparts, int M, float *out)
     out[m] = s;
 }
 
-void cuda_row_sum(const float *part, int nparts, int M, float *out) {
+void cuda_row_sum(KernelContext *kc, const float *part, int nparts, int M, float *out) {
     if (M <= 0) return;
-    row_sum_kernel<<<cdiv(M, 256), 256, 0, cuda_stream()>>>(part, nparts, M, out);
+    row_sum_kernel<<<cdiv(M, 256), 256, 0, kc->stream>>>(part, nparts, M, out);
     LAUNCH_CHECK("row_sum_kernel");
 }
 
@@ -127,19 +128,19 @@ size_t cuda_norm_backward_workspace(size_t M, size_t K) {
     return size_add(norm_backward_g_bytes(M, K), size_mul((M + NORM_BWD_ROWS - 1) / NORM_BWD_ROWS, K * sizeof(float)));
 }
 
-extern "C" void cuda_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r,
-                                        const float *c, const void *x, void *dres, float *dgamma, int accumulate,
-                                        int M, int N, int K) {
+extern "C" void cuda_gemm_norm_backward(KernelContext *kc, const void *dZ, const void *W, const float *gamma,
+                                        const float *r, const float *c, const void *x, void *dres, float *dgamma,
+                                        int accumulate, int M, int N, int K) {
     if (M <= 0) return;
     const int n_blocks = cdiv(M, NORM_BWD_ROWS);
     const size_t g_bytes = norm_backward_g_bytes(M, K);
-    char *ws = (char *)cuda_workspace(cuda_norm_backward_workspace(M, K));
+    char *ws = (char *)cuda_workspace(kc, cuda_norm_backward_workspace(M, K));
     float *G = (float *)ws, *partial = (float *)(ws + g_bytes);
-    cuda_gemm_dyw_f32(dZ, W, G, M, N, K);
+    cuda_gemm_dyw_f32(kc, dZ, W, G, M, N, K);
     const bool vec = rows_vec_ok(G, K, 4) && rows_vec_ok(x, K, 2) && rows_vec_ok(dres, K, 2) &&
                      rows_vec_ok(gamma, K, 4);
-    norm_backward_rows_kernel<<<n_blocks, NORM_THREADS, 0, cuda_stream()>>>(
-        G, gamma, r, c, (const bf16 *)x, (bf16 *)dres, partial, accumulate, M, K, vec);
+    norm_backward_rows_kernel<<<n_blocks, NORM_THREADS, 0, kc->stream>>>(G, gamma, r, c, (const bf16 *)x, (bf16 *)dres,
+                                                                         partial, accumulate, M, K, vec);
     LAUNCH_CHECK("norm_backward_rows_kernel");
-    cuda_column_sum_add(partial, n_blocks, dgamma, K);
+    cuda_column_sum_add(kc, partial, n_blocks, dgamma, K);
 }

@@ -42,25 +42,24 @@ __global__ void __launch_bounds__(SUMSQ_BLOCKS) sum_partials_kernel(const double
 
 size_t cuda_sum_scratch_bytes(void) { return SUMSQ_BLOCKS * sizeof(double); }
 
-static double *sum_scratch; /* the partials of both sums below: one buffer, as cuda_sum_scratch_bytes counts it */
-
-/* blocks partials (at most SUMSQ_BLOCKS) in this file's scratch, then their sum into *dst (or added to it). */
+/* blocks partials (at most SUMSQ_BLOCKS) in the context's sum_scratch (one buffer for both sums, as
+ * cuda_sum_scratch_bytes counts it), then their sum into *dst (or added to it). */
 template <bool SQUARE>
-static void sum_to(const float *g, size_t n, double *dst, int blocks, bool accumulate) {
-    if (!sum_scratch) sum_scratch = (double *)cuda_dev_alloc(SUMSQ_BLOCKS * sizeof(double));
-    sum_partial_kernel<SQUARE><<<blocks, SUMSQ_THREADS, 0, cuda_stream()>>>(g, n, (uintptr_t)g % 16 == 0, sum_scratch);
+static void sum_to(KernelContext *kc, const float *g, size_t n, double *dst, int blocks, bool accumulate) {
+    if (!kc->sum_scratch) kc->sum_scratch = (double *)cuda_dev_alloc(kc, SUMSQ_BLOCKS * sizeof(double));
+    sum_partial_kernel<SQUARE><<<blocks, SUMSQ_THREADS, 0, kc->stream>>>(g, n, (uintptr_t)g % 16 == 0, kc->sum_scratch);
     LAUNCH_CHECK("sum_partial_kernel");
-    sum_partials_kernel<<<1, SUMSQ_BLOCKS, 0, cuda_stream()>>>(sum_scratch, blocks, dst, accumulate);
+    sum_partials_kernel<<<1, SUMSQ_BLOCKS, 0, kc->stream>>>(kc->sum_scratch, blocks, dst, accumulate);
     LAUNCH_CHECK("sum_partials_kernel");
 }
 
-extern "C" void cuda_sum_squares(const float *g, size_t n, double *out) {
-    sum_to<true>(g, n, out, SUMSQ_BLOCKS, false);
+extern "C" void cuda_sum_squares(KernelContext *kc, const float *g, size_t n, double *out) {
+    sum_to<true>(kc, g, n, out, SUMSQ_BLOCKS, false);
 }
 
 /* For partials and per-row losses (up to a few hundred thousand values): fewer blocks. */
-extern "C" void cuda_sum(const float *x, size_t n, double *out, int accumulate) {
-    sum_to<false>(x, n, out, 64, accumulate != 0);
+extern "C" void cuda_sum(KernelContext *kc, const float *x, size_t n, double *out, int accumulate) {
+    sum_to<false>(kc, x, n, out, 64, accumulate != 0);
 }
 
 __global__ void clip_scale_kernel(const double *parts, int n_loss, int n_sq, double max_norm, float *scale) {
@@ -77,8 +76,9 @@ __global__ void clip_scale_kernel(const double *parts, int n_loss, int n_sq, dou
     *scale = (float)(s < 1.0 ? s : 1.0);
 }
 
-extern "C" void cuda_clip_scale(const double *parts, int n_loss, int n_sq, double max_norm, float *scale) {
-    clip_scale_kernel<<<1, 1, 0, cuda_stream()>>>(parts, n_loss, n_sq, max_norm, scale);
+extern "C" void cuda_clip_scale(KernelContext *kc, const double *parts, int n_loss, int n_sq, double max_norm,
+                                float *scale) {
+    clip_scale_kernel<<<1, 1, 0, kc->stream>>>(parts, n_loss, n_sq, max_norm, scale);
     LAUNCH_CHECK("clip_scale_kernel");
 }
 
@@ -123,16 +123,16 @@ __global__ void adamw_kernel(float *master, bf16 *working, const float *grad, fl
     }
 }
 
-extern "C" void cuda_adamw(float *master, void *working, const float *grad, float *m, float *v, size_t n,
-                           const AdamwScalars *s, const float *grad_scale) {
+extern "C" void cuda_adamw(KernelContext *kc, float *master, void *working, const float *grad, float *m, float *v,
+                           size_t n, const AdamwScalars *s, const float *grad_scale) {
     if (n == 0) return;
     const bool vec = n % 4 == 0 && (uintptr_t)master % 16 == 0 && (uintptr_t)grad % 16 == 0 &&
                      (uintptr_t)m % 16 == 0 && (uintptr_t)v % 16 == 0 && (uintptr_t)working % 8 == 0;
     const size_t items = vec ? n / 4 : n;
     const int threads = 256, blocks = (int)(items / threads + 1 < 65536 ? items / threads + 1 : 65536);
     if (vec)
-        adamw_kernel<4><<<blocks, threads, 0, cuda_stream()>>>(master, (bf16 *)working, grad, m, v, n, s, grad_scale);
+        adamw_kernel<4><<<blocks, threads, 0, kc->stream>>>(master, (bf16 *)working, grad, m, v, n, s, grad_scale);
     else
-        adamw_kernel<1><<<blocks, threads, 0, cuda_stream()>>>(master, (bf16 *)working, grad, m, v, n, s, grad_scale);
+        adamw_kernel<1><<<blocks, threads, 0, kc->stream>>>(master, (bf16 *)working, grad, m, v, n, s, grad_scale);
     LAUNCH_CHECK("adamw_kernel");
 }

@@ -18,13 +18,13 @@ typedef struct {
 
 static void forward(void *ctx, int call) {
     const AttnBench *a = ctx;
-    kg->attention_forward(a->qkv, a->y, a->lse, a->B, a->T, a->Hq, a->Hkv, a->hd);
+    kg->attention_forward(gctx(), a->qkv, a->y, a->lse, a->B, a->T, a->Hq, a->Hkv, a->hd);
 }
 
 static void backward(void *ctx, int call) {
     const AttnBench *a = ctx;
-    kg->attention_backward(a->qkv, a->y, a->lse, a->dy, NULL, NULL, NULL, a->dqkv, NULL, a->B, a->T, a->Hq, a->Hkv,
-                           a->hd);
+    kg->attention_backward(gctx(), a->qkv, a->y, a->lse, a->dy, NULL, NULL, NULL, a->dqkv, NULL, a->B, a->T, a->Hq,
+                           a->Hkv, a->hd);
 }
 
 int main(int argc, char **argv) {

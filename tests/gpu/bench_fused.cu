@@ -23,16 +23,17 @@
 #include "tests/test_util.h"
 
 static const Kernels *fused = &kernels_cuda_fused, *unfused = &kernels_cuda;
+static KernelContext *ctx; /* both tables' (main makes it) */
 
 /* A device buffer of n bf16 values offset + scale * U[-1, 1), made on the host in chunks. */
 static void *dev_bf16_rand(size_t n, double offset, double scale) {
-    void *d = fused->alloc(n * 2);
+    void *d = fused->alloc(ctx, n * 2);
     const size_t chunk = (size_t)1 << 24;
     float *h = (float *)malloc(chunk * sizeof(float));
     for (size_t at = 0; at < n; at += chunk) {
         const size_t len = n - at < chunk ? n - at : chunk;
         for (size_t i = 0; i < len; i++) h[i] = (float)(offset + scale * rnd());
-        fused->act_from_f32((char *)d + at * 2, h, len);
+        fused->act_from_f32(ctx, (char *)d + at * 2, h, len);
     }
     free(h);
     return d;
@@ -40,8 +41,8 @@ static void *dev_bf16_rand(size_t n, double offset, double scale) {
 static float *dev_f32_rand(size_t n, double offset, double scale) {
     float *h = (float *)malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) h[i] = (float)(offset + scale * rnd());
-    float *d = (float *)fused->alloc(n * sizeof(float));
-    fused->copy_to_device(d, h, n * sizeof(float));
+    float *d = (float *)fused->alloc(ctx, n * sizeof(float));
+    fused->copy_to_device(ctx, d, h, n * sizeof(float));
     free(h);
     return d;
 }
@@ -83,6 +84,7 @@ int main(int argc, char **argv) {
         printf("no usable GPU: %s\n", why);
         return 1;
     }
+    ctx = fused->context_create();
     const int D = 2048, F = 8192, Hq = 32, Hkv = 8, hd = 64, V = 128256, T = 2048;
     const int Nqkv = (Hq + 2 * Hkv) * hd;
     char date[32];
@@ -117,104 +119,119 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < M; i++) h[i] = (int32_t)((rnd() + 1.0) * 0.5 * V) % V;
         token_groups_build(h, M, V, g, count);
-        tgt = (int32_t *)fused->alloc((size_t)M * sizeof(int32_t));
-        tgt_groups = (int32_t *)fused->alloc(ng * sizeof(int32_t));
-        fused->copy_to_device(tgt, h, (size_t)M * sizeof(int32_t));
-        fused->copy_to_device(tgt_groups, g, ng * sizeof(int32_t));
+        tgt = (int32_t *)fused->alloc(ctx, (size_t)M * sizeof(int32_t));
+        tgt_groups = (int32_t *)fused->alloc(ctx, ng * sizeof(int32_t));
+        fused->copy_to_device(ctx, tgt, h, (size_t)M * sizeof(int32_t));
+        fused->copy_to_device(ctx, tgt_groups, g, ng * sizeof(int32_t));
         free(h);
         free(g);
         free(count);
     }
     /* outputs */
-    void *out_qkv = fused->alloc((size_t)M * Nqkv * 2), *h = fused->alloc((size_t)M * D * 2);
-    void *O2 = fused->alloc((size_t)M * D * 2), *Zo = fused->alloc((size_t)M * 2 * F * 2);
-    void *acto = fused->alloc((size_t)M * F * 2), *dZo = fused->alloc((size_t)M * 2 * F * 2);
-    void *bare_out = fused->alloc((size_t)M * 2 * F * 2);
-    float *bare_f32 = (float *)fused->alloc((size_t)2 * F * D * 4), *r_out = (float *)fused->alloc((size_t)M * 4);
-    float *c_out = (float *)fused->alloc((size_t)M * 4);
-    void *lm_bare = fused->alloc((size_t)M * V * 2); /* the bare LM head's logits, then its gradient operand */
-    float *lm_dw = (float *)fused->alloc((size_t)V * D * 4);
-    double *sq = (double *)fused->alloc(sizeof(double));
+    void *out_qkv = fused->alloc(ctx, (size_t)M * Nqkv * 2), *h = fused->alloc(ctx, (size_t)M * D * 2);
+    void *O2 = fused->alloc(ctx, (size_t)M * D * 2), *Zo = fused->alloc(ctx, (size_t)M * 2 * F * 2);
+    void *acto = fused->alloc(ctx, (size_t)M * F * 2), *dZo = fused->alloc(ctx, (size_t)M * 2 * F * 2);
+    void *bare_out = fused->alloc(ctx, (size_t)M * 2 * F * 2);
+    float *bare_f32 = (float *)fused->alloc(ctx, (size_t)2 * F * D * 4),
+          *r_out = (float *)fused->alloc(ctx, (size_t)M * 4);
+    float *c_out = (float *)fused->alloc(ctx, (size_t)M * 4);
+    void *lm_bare = fused->alloc(ctx, (size_t)M * V * 2); /* the bare LM head's logits, then its gradient operand */
+    float *lm_dw = (float *)fused->alloc(ctx, (size_t)V * D * 4);
+    double *sq = (double *)fused->alloc(ctx, sizeof(double));
     /* attention: qkv as the forward made it (y and lse from a forward over random qkv) */
-    void *qkv = dev_bf16_rand((size_t)M * Nqkv, 0.0, 1.0), *y_att = fused->alloc((size_t)M * Hq * hd * 2);
-    void *dqkv_o = fused->alloc((size_t)M * Nqkv * 2);
-    float *lse = (float *)fused->alloc((size_t)M * Hq * 4);
-    if (M % T == 0) fused->attention_forward(qkv, y_att, lse, M / T, T, Hq, Hkv, hd);
+    void *qkv = dev_bf16_rand((size_t)M * Nqkv, 0.0, 1.0), *y_att = fused->alloc(ctx, (size_t)M * Hq * hd * 2);
+    void *dqkv_o = fused->alloc(ctx, (size_t)M * Nqkv * 2);
+    float *lse = (float *)fused->alloc(ctx, (size_t)M * Hq * 4);
+    if (M % T == 0) fused->attention_forward(ctx, qkv, y_att, lse, M / T, T, Hq, Hkv, hd);
     const ge_launch A = {GE_AUTO, 0, "bench_fused", 0};
 
-    bench("QKV + RoPE", Nqkv, D,
-          [&] { fused->gemm_rope(O, Wqkv, r, rope_cos, rope_sin, out_qkv, M, Nqkv, D, (Hq + Hkv) * hd, hd, T); },
-          [&] { ge_gemm_bf16(GE_ABT, O, Wqkv, bare_out, M, Nqkv, D, A); },
-          [&] { unfused->gemm_rope(O, Wqkv, r, rope_cos, rope_sin, out_qkv, M, Nqkv, D, (Hq + Hkv) * hd, hd, T); });
-    bench("Wo + residual + RMSNorm (K_res)", D, Hq * hd,
-          [&] { fused->gemm_residual_norm(y, Wo, x, gamma, 1e-5f, h, O2, r_out, M, D, Hq * hd); },
-          [&] { ge_gemm_bf16(GE_ABT, y, Wo, bare_out, M, D, Hq * hd, A); },
-          [&] { unfused->gemm_residual_norm(y, Wo, x, gamma, 1e-5f, h, O2, r_out, M, D, Hq * hd); });
-    bench("gate/up + SwiGLU", 2 * F, D, [&] { fused->gemm_swiglu(O, Wgu, r, Zo, acto, M, F, D); },
-          [&] { ge_gemm_bf16(GE_ABT, O, Wgu, bare_out, M, 2 * F, D, A); },
-          [&] { unfused->gemm_swiglu(O, Wgu, r, Zo, acto, M, F, D); });
-    bench("down + residual + RMSNorm (K_res)", D, F,
-          [&] { fused->gemm_residual_norm(act, Wd, x, gamma, 1e-5f, h, O2, r_out, M, D, F); },
-          [&] { ge_gemm_bf16(GE_ABT, act, Wd, bare_out, M, D, F, A); },
-          [&] { unfused->gemm_residual_norm(act, Wd, x, gamma, 1e-5f, h, O2, r_out, M, D, F); });
-    bench("LM head + cross-entropy (evaluation)", V, D,
-          [&] { fused->lm_head_loss(O, Wlm, r, tgt, loss, M, V, D); },
-          [&] { ge_gemm_bf16(GE_ABT, O, Wlm, lm_bare, M, V, D, A); },
-          [&] { unfused->lm_head_loss(O, Wlm, r, tgt, loss, M, V, D); });
-    bench("LM head + cross-entropy + its backward + final norm backward", V, D,
-          [&] {
-              fused->lm_head_train(O, Wlm, r, tgt, tgt_groups, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V, D);
-          },
-          [&] {
-              ge_gemm_bf16(GE_ABT, O, Wlm, lm_bare, M, V, D, A);
-              ge_gemm_bf16(GE_AB, lm_bare, Wlm, bare_out, M, D, V, A);
-              ge_gemm_f32(GE_ATB, lm_bare, O, lm_dw, 1, V, D, M, A);
-          },
-          [&] {
-              unfused->lm_head_train(O, Wlm, r, tgt, tgt_groups, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V, D);
-          });
-    bench("SwiGLU backward (dact = dY . Wdown)", F, D,
-          [&] { fused->gemm_swiglu_backward(dres, Wd, Z, r, dZo, c_out, acto, M, D, F); },
-          [&] { ge_gemm_bf16(GE_AB, dres, Wd, bare_out, M, F, D, A); },
-          [&] { unfused->gemm_swiglu_backward(dres, Wd, Z, r, dZo, c_out, acto, M, D, F); });
-    bench("RMSNorm backward in dZgu . Wgateup (accumulate)", D, 2 * F,
-          [&] { fused->gemm_norm_backward(dZ, Wgu, gamma, r, c, x, dres, dgamma, 1, M, 2 * F, D); },
-          [&] { ge_gemm_bf16(GE_AB, dZ, Wgu, bare_out, M, D, 2 * F, A); },
-          [&] { unfused->gemm_norm_backward(dZ, Wgu, gamma, r, c, x, dres, dgamma, 1, M, 2 * F, D); });
-    bench("RMSNorm backward in dqkv . Wqkv (accumulate)", D, Nqkv,
-          [&] { fused->gemm_norm_backward(dqkv, Wqkv, gamma, r, c, x, dres, dgamma, 1, M, Nqkv, D); },
-          [&] { ge_gemm_bf16(GE_AB, dqkv, Wqkv, bare_out, M, D, Nqkv, A); },
-          [&] { unfused->gemm_norm_backward(dqkv, Wqkv, gamma, r, c, x, dres, dgamma, 1, M, Nqkv, D); });
+    bench(
+        "QKV + RoPE", Nqkv, D,
+        [&] { fused->gemm_rope(ctx, O, Wqkv, r, rope_cos, rope_sin, out_qkv, M, Nqkv, D, (Hq + Hkv) * hd, hd, T); },
+        [&] { ge_gemm_bf16(GE_ABT, O, Wqkv, bare_out, M, Nqkv, D, A); },
+        [&] { unfused->gemm_rope(ctx, O, Wqkv, r, rope_cos, rope_sin, out_qkv, M, Nqkv, D, (Hq + Hkv) * hd, hd, T); });
+    bench(
+        "Wo + residual + RMSNorm (K_res)", D, Hq * hd,
+        [&] { fused->gemm_residual_norm(ctx, y, Wo, x, gamma, 1e-5f, h, O2, r_out, M, D, Hq * hd); },
+        [&] { ge_gemm_bf16(GE_ABT, y, Wo, bare_out, M, D, Hq * hd, A); },
+        [&] { unfused->gemm_residual_norm(ctx, y, Wo, x, gamma, 1e-5f, h, O2, r_out, M, D, Hq * hd); });
+    bench(
+        "gate/up + SwiGLU", 2 * F, D, [&] { fused->gemm_swiglu(ctx, O, Wgu, r, Zo, acto, M, F, D); },
+        [&] { ge_gemm_bf16(GE_ABT, O, Wgu, bare_out, M, 2 * F, D, A); },
+        [&] { unfused->gemm_swiglu(ctx, O, Wgu, r, Zo, acto, M, F, D); });
+    bench(
+        "down + residual + RMSNorm (K_res)", D, F,
+        [&] { fused->gemm_residual_norm(ctx, act, Wd, x, gamma, 1e-5f, h, O2, r_out, M, D, F); },
+        [&] { ge_gemm_bf16(GE_ABT, act, Wd, bare_out, M, D, F, A); },
+        [&] { unfused->gemm_residual_norm(ctx, act, Wd, x, gamma, 1e-5f, h, O2, r_out, M, D, F); });
+    bench(
+        "LM head + cross-entropy (evaluation)", V, D, [&] { fused->lm_head_loss(ctx, O, Wlm, r, tgt, loss, M, V, D); },
+        [&] { ge_gemm_bf16(GE_ABT, O, Wlm, lm_bare, M, V, D, A); },
+        [&] { unfused->lm_head_loss(ctx, O, Wlm, r, tgt, loss, M, V, D); });
+    bench(
+        "LM head + cross-entropy + its backward + final norm backward", V, D,
+        [&] {
+            fused->lm_head_train(ctx, O, Wlm, r, tgt, tgt_groups, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V,
+                                 D);
+        },
+        [&] {
+            ge_gemm_bf16(GE_ABT, O, Wlm, lm_bare, M, V, D, A);
+            ge_gemm_bf16(GE_AB, lm_bare, Wlm, bare_out, M, D, V, A);
+            ge_gemm_f32(GE_ATB, lm_bare, O, lm_dw, 1, V, D, M, A);
+        },
+        [&] {
+            unfused->lm_head_train(ctx, O, Wlm, r, tgt, tgt_groups, 1.0f / M, x, gamma, loss, dWlm, dres, dgamma, M, V,
+                                   D);
+        });
+    bench(
+        "SwiGLU backward (dact = dY . Wdown)", F, D,
+        [&] { fused->gemm_swiglu_backward(ctx, dres, Wd, Z, r, dZo, c_out, acto, M, D, F); },
+        [&] { ge_gemm_bf16(GE_AB, dres, Wd, bare_out, M, F, D, A); },
+        [&] { unfused->gemm_swiglu_backward(ctx, dres, Wd, Z, r, dZo, c_out, acto, M, D, F); });
+    bench(
+        "RMSNorm backward in dZgu . Wgateup (accumulate)", D, 2 * F,
+        [&] { fused->gemm_norm_backward(ctx, dZ, Wgu, gamma, r, c, x, dres, dgamma, 1, M, 2 * F, D); },
+        [&] { ge_gemm_bf16(GE_AB, dZ, Wgu, bare_out, M, D, 2 * F, A); },
+        [&] { unfused->gemm_norm_backward(ctx, dZ, Wgu, gamma, r, c, x, dres, dgamma, 1, M, 2 * F, D); });
+    bench(
+        "RMSNorm backward in dqkv . Wqkv (accumulate)", D, Nqkv,
+        [&] { fused->gemm_norm_backward(ctx, dqkv, Wqkv, gamma, r, c, x, dres, dgamma, 1, M, Nqkv, D); },
+        [&] { ge_gemm_bf16(GE_AB, dqkv, Wqkv, bare_out, M, D, Nqkv, A); },
+        [&] { unfused->gemm_norm_backward(ctx, dqkv, Wqkv, gamma, r, c, x, dres, dgamma, 1, M, Nqkv, D); });
     /* the weight gradients as one micro-batch's step runs them: written, with their sums of squares */
-    bench("dWgateup = (dZgu^T h) * gamma, + its sum of squares", 2 * F, D,
-          [&] { fused->gemm_dw(dZ, x, gamma, dWgu, 0, sq, M, 2 * F, D); },
-          [&] { ge_gemm_f32(GE_ATB, dZ, x, bare_f32, 0, 2 * F, D, M, A); },
-          [&] { unfused->gemm_dw(dZ, x, gamma, dWgu, 0, sq, M, 2 * F, D); });
-    bench("dWqkv = (dqkv^T x) * gamma, + its sum of squares", Nqkv, D,
-          [&] { fused->gemm_dw(dqkv, x, gamma, dWqkv, 0, sq, M, Nqkv, D); },
-          [&] { ge_gemm_f32(GE_ATB, dqkv, x, bare_f32, 0, Nqkv, D, M, A); },
-          [&] { unfused->gemm_dw(dqkv, x, gamma, dWqkv, 0, sq, M, Nqkv, D); });
-    bench("dWdown = dres^T act, + its sum of squares", D, F,
-          [&] { fused->gemm_dw(dres, act, NULL, dWgu, 0, sq, M, D, F); },
-          [&] { ge_gemm_f32(GE_ATB, dres, act, bare_f32, 0, D, F, M, A); },
-          [&] { unfused->gemm_dw(dres, act, NULL, dWgu, 0, sq, M, D, F); });
+    bench(
+        "dWgateup = (dZgu^T h) * gamma, + its sum of squares", 2 * F, D,
+        [&] { fused->gemm_dw(ctx, dZ, x, gamma, dWgu, 0, sq, M, 2 * F, D); },
+        [&] { ge_gemm_f32(GE_ATB, dZ, x, bare_f32, 0, 2 * F, D, M, A); },
+        [&] { unfused->gemm_dw(ctx, dZ, x, gamma, dWgu, 0, sq, M, 2 * F, D); });
+    bench(
+        "dWqkv = (dqkv^T x) * gamma, + its sum of squares", Nqkv, D,
+        [&] { fused->gemm_dw(ctx, dqkv, x, gamma, dWqkv, 0, sq, M, Nqkv, D); },
+        [&] { ge_gemm_f32(GE_ATB, dqkv, x, bare_f32, 0, Nqkv, D, M, A); },
+        [&] { unfused->gemm_dw(ctx, dqkv, x, gamma, dWqkv, 0, sq, M, Nqkv, D); });
+    bench(
+        "dWdown = dres^T act, + its sum of squares", D, F,
+        [&] { fused->gemm_dw(ctx, dres, act, NULL, dWgu, 0, sq, M, D, F); },
+        [&] { ge_gemm_f32(GE_ATB, dres, act, bare_f32, 0, D, F, M, A); },
+        [&] { unfused->gemm_dw(ctx, dres, act, NULL, dWgu, 0, sq, M, D, F); });
     /* not a GEMM: the attention backward with the RoPE backward in its stores, against the plain attention backward
      * ("bare") and against it followed by the RoPE backward pass (unfused); dy = y (any values do) */
     const int Bt = M / T;
     if (M % T == 0)
-        bench("attention backward + RoPE backward", Nqkv, Hq * hd,
-              [&] {
-                  fused->attention_backward(qkv, y_att, lse, y_att, r, rope_cos, rope_sin, dqkv_o, c_out, Bt, T, Hq,
-                                            Hkv, hd);
-              },
-              [&] {
-                  fused->attention_backward(qkv, y_att, lse, y_att, NULL, NULL, NULL, dqkv_o, NULL, Bt, T, Hq, Hkv,
-                                            hd);
-              },
-              [&] {
-                  unfused->attention_backward(qkv, y_att, lse, y_att, r, rope_cos, rope_sin, dqkv_o, c_out, Bt, T,
-                                              Hq, Hkv, hd);
-              });
+        bench(
+            "attention backward + RoPE backward", Nqkv, Hq * hd,
+            [&] {
+                fused->attention_backward(ctx, qkv, y_att, lse, y_att, r, rope_cos, rope_sin, dqkv_o, c_out, Bt, T, Hq,
+                                          Hkv, hd);
+            },
+            [&] {
+                fused->attention_backward(ctx, qkv, y_att, lse, y_att, NULL, NULL, NULL, dqkv_o, NULL, Bt, T, Hq, Hkv,
+                                          hd);
+            },
+            [&] {
+                unfused->attention_backward(ctx, qkv, y_att, lse, y_att, r, rope_cos, rope_sin, dqkv_o, c_out, Bt, T,
+                                            Hq, Hkv, hd);
+            });
     CK(cudaDeviceSynchronize());
 
     if (json) {

@@ -16,6 +16,19 @@
 static const Kernels *kg = &kernels_cuda;
 static const Kernels *const kc __attribute__((unused)) = &kernels_cpu;  /* the oracle */
 
+/* The contexts the tables run in, made at their first use: one for the GPU (the two CUDA tables share it) and one
+ * for the CPU oracle. */
+static inline KernelContext *gctx(void) {
+    static KernelContext *c;
+    if (!c) c = kernels_cuda.context_create();
+    return c;
+}
+static inline KernelContext *cctx(void) {
+    static KernelContext *c;
+    if (!c) c = kernels_cpu.context_create();
+    return c;
+}
+
 static void *host_bufs[512], *dev_bufs[512];
 static int n_host_bufs, n_dev_bufs;
 
@@ -43,12 +56,12 @@ static inline void *dalloc(size_t bytes) {
         fprintf(stderr, "gpu test: too many device buffers\n");
         exit(2);
     }
-    return dev_bufs[n_dev_bufs++] = kg->alloc(bytes);
+    return dev_bufs[n_dev_bufs++] = kg->alloc(gctx(), bytes);
 }
 
 static inline void gpu_free_all(void) {
     while (n_host_bufs) free(host_bufs[--n_host_bufs]);
-    while (n_dev_bufs) kg->free(dev_bufs[--n_dev_bufs]);
+    while (n_dev_bufs) kg->free(gctx(), dev_bufs[--n_dev_bufs]);
 }
 
 
@@ -87,19 +100,19 @@ static inline float *copy_f(const float *a, size_t n) {
 /* device buffers: act (bf16) or fp32, from host values or NaN */
 static inline void *dev_act(const float *host, size_t n) {
     void *d = dalloc(n * kg->act_bytes);
-    kg->act_from_f32(d, host, n);
+    kg->act_from_f32(gctx(), d, host, n);
     return d;
 }
 static inline void *dev_act_nan(size_t n) { return dev_act(nan_f(n), n); }
 static inline float *dev_f32(const float *host, size_t n) {
     float *d = dalloc(n * sizeof(float));
-    kg->copy_to_device(d, host, n * sizeof(float));
+    kg->copy_to_device(gctx(), d, host, n * sizeof(float));
     return d;
 }
 static inline float *dev_f32_nan(size_t n) { return dev_f32(nan_f(n), n); }
 static inline int32_t *dev_i32(const int32_t *host, size_t n) {
     int32_t *d = dalloc(n * sizeof(int32_t));
-    kg->copy_to_device(d, host, n * sizeof(int32_t));
+    kg->copy_to_device(gctx(), d, host, n * sizeof(int32_t));
     return d;
 }
 
@@ -115,12 +128,12 @@ static inline int32_t *dev_groups(const int32_t *ids, int n, int V) {
 
 static inline float *get_act(const void *d, size_t n) {
     float *h = halloc(n * sizeof(float));
-    kg->act_to_f32(h, d, n);
+    kg->act_to_f32(gctx(), h, d, n);
     return h;
 }
 static inline float *get_f32(const float *d, size_t n) {
     float *h = halloc(n * sizeof(float));
-    kg->copy_to_host(h, d, n * sizeof(float));
+    kg->copy_to_host(gctx(), h, d, n * sizeof(float));
     return h;
 }
 

@@ -36,10 +36,10 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
     const float *qkv = rand_bf(n_qkv, 0.0, 2.0), *dy = rand_bf(n_y, 0.0, 1.0);
 
     float *y = nan_f(n_y), *lse = nan_f(n_lse);
-    kc->attention_forward(qkv, y, lse, B, T, Hq, Hkv, hd);
+    kc->attention_forward(cctx(), qkv, y, lse, B, T, Hq, Hkv, hd);
     void *gqkv = dev_act(qkv, n_qkv), *gy = dev_act_nan(n_y);
     float *glse = dev_f32_nan(n_lse);
-    kg->attention_forward(gqkv, gy, glse, B, T, Hq, Hkv, hd);
+    kg->attention_forward(gctx(), gqkv, gy, glse, B, T, Hq, Hkv, hd);
     snprintf(what, sizeof what, "attention_forward (%s): y", shape);
     check_rel(what, get_act(gy, n_y), y, n_y, ATT_BF16_TOL);
     snprintf(what, sizeof what, "attention_forward (%s): lse", shape);
@@ -47,11 +47,11 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
 
     for (size_t i = 0; i < n_y; i++) y[i] = bf16_round(y[i]);
     float *dqkv = nan_f(n_qkv);
-    kc->attention_backward(qkv, y, lse, dy, NULL, NULL, NULL, dqkv, NULL, B, T, Hq, Hkv, hd);
+    kc->attention_backward(cctx(), qkv, y, lse, dy, NULL, NULL, NULL, dqkv, NULL, B, T, Hq, Hkv, hd);
     void *gy_in = dev_act(y, n_y), *gdy = dev_act(dy, n_y), *gd1 = dev_act_nan(n_qkv), *gd2 = dev_act_nan(n_qkv);
     float *glse_in = dev_f32(lse, n_lse);
-    kg->attention_backward(gqkv, gy_in, glse_in, gdy, NULL, NULL, NULL, gd1, NULL, B, T, Hq, Hkv, hd);
-    kg->attention_backward(gqkv, gy_in, glse_in, gdy, NULL, NULL, NULL, gd2, NULL, B, T, Hq, Hkv, hd);
+    kg->attention_backward(gctx(), gqkv, gy_in, glse_in, gdy, NULL, NULL, NULL, gd1, NULL, B, T, Hq, Hkv, hd);
+    kg->attention_backward(gctx(), gqkv, gy_in, glse_in, gdy, NULL, NULL, NULL, gd2, NULL, B, T, Hq, Hkv, hd);
     float *d1 = get_act(gd1, n_qkv);
     static const char *part[3] = {"dQ", "dK", "dV"};
     const int c0[3] = {0, Hq * hd, (Hq + Hkv) * hd}, w[3] = {Hq * hd, Hkv * hd, Hkv * hd};

@@ -28,15 +28,15 @@ static void test_ops(int T, int prefill, int Hq, int Hkv, int hd) {
     snprintf(shape, sizeof shape, "T=%d prefill %d Hq=%d Hkv=%d hd=%d", T, prefill, Hq, Hkv, hd);
     const float *qkv = rand_bf(n_qkv, 0.0, 2.0);
     float *y = nan_f(n_y), *lse = nan_f((size_t)T * Hq);
-    kc->attention_forward(qkv, y, lse, 1, T, Hq, Hkv, hd);
+    kc->attention_forward(cctx(), qkv, y, lse, 1, T, Hq, Hkv, hd);
     void *gqkv = dev_act(qkv, n_qkv), *gy = dev_act_nan(n_y);
     void *gK = dev_act_nan((size_t)cap * width), *gV = dev_act_nan((size_t)cap * width);
     const size_t ab = kg->act_bytes;
     for (int pos0 = 0, step = 1; pos0 < T; pos0 += step, step = step % 3 + 1) {
         if (pos0 == 0) step = prefill;
         const int M = step < T - pos0 ? step : T - pos0;
-        kg->kv_cache_append((const char *)gqkv + (size_t)pos0 * ld * ab, gK, gV, pos0, M, Hq, Hkv, hd);
-        kg->attention_cached((const char *)gqkv + (size_t)pos0 * ld * ab, gK, gV,
+        kg->kv_cache_append(gctx(), (const char *)gqkv + (size_t)pos0 * ld * ab, gK, gV, pos0, M, Hq, Hkv, hd);
+        kg->attention_cached(gctx(), (const char *)gqkv + (size_t)pos0 * ld * ab, gK, gV,
                              (char *)gy + (size_t)pos0 * Hq * hd * ab, pos0, M, Hq, Hkv, hd);
     }
     const float *K = get_act(gK, (size_t)cap * width), *V = get_act(gV, (size_t)cap * width);
@@ -85,7 +85,7 @@ static void test_model(const char *label, ModelConfig c, int T, int prefill, uin
     float *full = halloc((size_t)V * sizeof(float));
     KvCache cc = kv_cache_empty(&cpu), gc = kv_cache_empty(&gpu);
     const size_t cache_elems = gc.layer_bytes / kg->act_bytes * 2 * c.num_hidden_layers;
-    kg->act_from_f32(gc.buf, nan_f(cache_elems), cache_elems);
+    kg->act_from_f32(gpu.kc, gc.buf, nan_f(cache_elems), cache_elems);
     double worst_cpu = 0, worst_full = 0;
     int positions = 0, finite = 1;
     for (int pos = 0; pos < T;) {

@@ -36,7 +36,7 @@ static void test_memory(void) {
     const float *src = rand_f(n, 0.0, 3.0);
     float *d = dev_f32(src, n), *back = get_f32(d, n);
     CHECK(memcmp(src, back, n * sizeof(float)) == 0, "memory: copy_to_device then copy_to_host round-trips");
-    kg->memset_zero(d, n * sizeof(float));
+    kg->memset_zero(gctx(), d, n * sizeof(float));
     back = get_f32(d, n);
     nonzero = 0;
     for (size_t i = 0; i < n; i++) nonzero += back[i] != 0.0f;
@@ -53,10 +53,10 @@ static void test_embed_norm(int M, int V, int D) {
     const int32_t *tok = rand_tokens(M, V);
     const float *E = rand_bf((size_t)V * D, 0.0, 1.0), *gamma = rand_f(D, 1.0, 0.5);
     float *x = nan_f((size_t)M * D), *O = nan_f((size_t)M * D), *r = nan_f(M);
-    kc->embed_norm(tok, E, gamma, eps, x, O, r, M, D);
+    kc->embed_norm(cctx(), tok, E, gamma, eps, x, O, r, M, D);
     void *dx = dev_act_nan((size_t)M * D), *dO = dev_act_nan((size_t)M * D);
     float *dr = dev_f32_nan(M);
-    kg->embed_norm(dev_i32(tok, M), dev_act(E, (size_t)V * D), dev_f32(gamma, D), eps, dx, dO, dr, M, D);
+    kg->embed_norm(gctx(), dev_i32(tok, M), dev_act(E, (size_t)V * D), dev_f32(gamma, D), eps, dx, dO, dr, M, D);
     char what[128];
     snprintf(what, sizeof what, "embed_norm M=%d V=%d D=%d: x rows are the embedding rows (exact)", M, V, D);
     CHECK(memcmp(get_act(dx, (size_t)M * D), x, (size_t)M * D * sizeof(float)) == 0, "%s", what);
@@ -72,10 +72,10 @@ static void test_gemm_residual_norm(int M, int N, int K) {
     const float *A = rand_bf((size_t)M * K, 0.0, 1.0), *W = rand_bf((size_t)N * K, 0.0, 0.3);
     const float *res = rand_bf((size_t)M * N, 0.0, 1.0), *gamma = rand_f(N, 1.0, 0.5);
     float *h = nan_f((size_t)M * N), *O = nan_f((size_t)M * N), *r = nan_f(M);
-    kc->gemm_residual_norm(A, W, res, gamma, eps, h, O, r, M, N, K);
+    kc->gemm_residual_norm(cctx(), A, W, res, gamma, eps, h, O, r, M, N, K);
     void *dh = dev_act_nan((size_t)M * N), *dO = dev_act_nan((size_t)M * N);
     float *dr = dev_f32_nan(M);
-    kg->gemm_residual_norm(dev_act(A, (size_t)M * K), dev_act(W, (size_t)N * K), dev_act(res, (size_t)M * N),
+    kg->gemm_residual_norm(gctx(), dev_act(A, (size_t)M * K), dev_act(W, (size_t)N * K), dev_act(res, (size_t)M * N),
                            dev_f32(gamma, N), eps, dh, dO, dr, M, N, K);
     char what[128];
     snprintf(what, sizeof what, "gemm_residual_norm %dx%dx%d: h", M, N, K);
@@ -104,10 +104,10 @@ static void test_gemm_rope(int M, int K, int T, int Hq, int Hkv, int hd) {
     rope_tables(T, hd, &cs, &sn);
     const float *O = rand_bf((size_t)M * K, 0.0, 1.0), *W = rand_bf((size_t)N * K, 0.0, 0.3), *r = rand_f(M, 1.0, 0.5);
     float *Z = nan_f((size_t)M * N);
-    kc->gemm_rope(O, W, r, cs, sn, Z, M, N, K, n_rope, hd, T);
+    kc->gemm_rope(cctx(), O, W, r, cs, sn, Z, M, N, K, n_rope, hd, T);
     void *dZ = dev_act_nan((size_t)M * N);
-    kg->gemm_rope(dev_act(O, (size_t)M * K), dev_act(W, (size_t)N * K), dev_f32(r, M), dev_f32(cs, (size_t)T * hd / 2),
-                  dev_f32(sn, (size_t)T * hd / 2), dZ, M, N, K, n_rope, hd, T);
+    kg->gemm_rope(gctx(), dev_act(O, (size_t)M * K), dev_act(W, (size_t)N * K), dev_f32(r, M),
+                  dev_f32(cs, (size_t)T * hd / 2), dev_f32(sn, (size_t)T * hd / 2), dZ, M, N, K, n_rope, hd, T);
     char what[128];
     snprintf(what, sizeof what, "gemm_rope M=%d K=%d T=%d Hq=%d Hkv=%d hd=%d: Z", M, K, T, Hq, Hkv, hd);
     check_rel(what, get_act(dZ, (size_t)M * N), Z, (size_t)M * N, BF16_TOL);
@@ -117,9 +117,9 @@ static void test_gemm_rope(int M, int K, int T, int Hq, int Hkv, int hd) {
 static void test_gemm_swiglu(int M, int F, int K) {
     const float *O = rand_bf((size_t)M * K, 0.0, 1.0), *W = rand_bf((size_t)2 * F * K, 0.0, 0.5), *r = rand_f(M, 1.0, 0.5);
     float *Z = nan_f((size_t)M * 2 * F), *act = nan_f((size_t)M * F);
-    kc->gemm_swiglu(O, W, r, Z, act, M, F, K);
+    kc->gemm_swiglu(cctx(), O, W, r, Z, act, M, F, K);
     void *dZ = dev_act_nan((size_t)M * 2 * F), *dact = dev_act_nan((size_t)M * F);
-    kg->gemm_swiglu(dev_act(O, (size_t)M * K), dev_act(W, (size_t)2 * F * K), dev_f32(r, M), dZ, dact, M, F, K);
+    kg->gemm_swiglu(gctx(), dev_act(O, (size_t)M * K), dev_act(W, (size_t)2 * F * K), dev_f32(r, M), dZ, dact, M, F, K);
     char what[128];
     snprintf(what, sizeof what, "gemm_swiglu M=%d F=%d K=%d: Z", M, F, K);
     check_rel(what, get_act(dZ, (size_t)M * 2 * F), Z, (size_t)M * 2 * F, BF16_TOL);
@@ -131,8 +131,8 @@ static void test_gemm_swiglu(int M, int F, int K) {
 static void test_gemm_rowscale(int M, int N, int K) {
     const float *O = rand_bf((size_t)M * K, 0.0, 1.0), *W = rand_bf((size_t)N * K, 0.0, 1.0), *r = rand_f(M, 1.0, 0.5);
     float *Y = nan_f((size_t)M * N), *dY = dev_f32_nan((size_t)M * N);
-    kc->gemm_rowscale(O, W, r, Y, M, N, K);
-    kg->gemm_rowscale(dev_act(O, (size_t)M * K), dev_act(W, (size_t)N * K), dev_f32(r, M), dY, M, N, K);
+    kc->gemm_rowscale(cctx(), O, W, r, Y, M, N, K);
+    kg->gemm_rowscale(gctx(), dev_act(O, (size_t)M * K), dev_act(W, (size_t)N * K), dev_f32(r, M), dY, M, N, K);
     char what[128];
     snprintf(what, sizeof what, "gemm_rowscale %dx%dx%d: Y (fp32)", M, N, K);
     check_rel(what, get_f32(dY, (size_t)M * N), Y, (size_t)M * N, F32_TOL);
@@ -149,17 +149,17 @@ static void test_lm_head(int M, int V, int K, double logit_scale, int expect_rep
     const int32_t *tgt = rand_tokens(M, V);
     float *loss = nan_f(M), *dres = nan_f((size_t)M * K), *dW = copy_f(dW0, (size_t)V * K);
     float *dgamma = copy_f(dgamma0, K);
-    kc->lm_head_train(O, W, r, tgt, host_groups(tgt, M, V), dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
+    kc->lm_head_train(cctx(), O, W, r, tgt, host_groups(tgt, M, V), dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
     void *gO = dev_act(O, (size_t)M * K), *gW = dev_act(W, (size_t)V * K), *gx = dev_act(x, (size_t)M * K);
     float *gr = dev_f32(r, M), *ggamma = dev_f32(gamma, K), *gloss = dev_f32_nan(M), *gloss2 = dev_f32_nan(M);
     float *gdW = dev_f32(dW0, (size_t)V * K), *gdgamma = dev_f32(dgamma0, K);
     void *gdres = dev_act_nan((size_t)M * K);
     int32_t *gt = dev_i32(tgt, M);
-    const long repass0 = fused_lm_head_repasses();
-    kg->lm_head_train(gO, gW, gr, gt, dev_groups(tgt, M, V), dscale, gx, ggamma, gloss, gdW, gdres, gdgamma, M, V,
-                      K);
-    kg->lm_head_loss(gO, gW, gr, gt, gloss2, M, V, K);
-    const long repassed = fused_lm_head_repasses() - repass0;
+    const long repass0 = fused_lm_head_repasses(gctx());
+    kg->lm_head_train(gctx(), gO, gW, gr, gt, dev_groups(tgt, M, V), dscale, gx, ggamma, gloss, gdW, gdres, gdgamma, M,
+                      V, K);
+    kg->lm_head_loss(gctx(), gO, gW, gr, gt, gloss2, M, V, K);
+    const long repassed = fused_lm_head_repasses(gctx()) - repass0;
     char what[200];
     snprintf(what, sizeof what, "lm_head_train M=%d V=%d K=%d logits O(%g): loss", M, V, K, logit_scale);
     float *l1 = get_f32(gloss, M);
@@ -187,10 +187,10 @@ static void test_gemm_norm_backward(int M, int N, int K) {
     float *ggamma = dev_f32(gamma, K), *gr = dev_f32(r, M), *gc = dev_f32(c, M);
     for (int accumulate = 0; accumulate <= 1; accumulate++) {
         float *dres = accumulate ? copy_f(dres0, (size_t)M * K) : nan_f((size_t)M * K), *dgamma = copy_f(dgamma0, K);
-        kc->gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K);
+        kc->gemm_norm_backward(cctx(), dZ, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K);
         void *gdres = accumulate ? dev_act(dres0, (size_t)M * K) : dev_act_nan((size_t)M * K);
         float *gdgamma = dev_f32(dgamma0, K);
-        kg->gemm_norm_backward(gdZ, gW, ggamma, gr, gc, gx, gdres, gdgamma, accumulate, M, N, K);
+        kg->gemm_norm_backward(gctx(), gdZ, gW, ggamma, gr, gc, gx, gdres, gdgamma, accumulate, M, N, K);
         char what[160];
         snprintf(what, sizeof what, "gemm_norm_backward %dx%dx%d accumulate %d: dres", M, N, K, accumulate);
         check_rel(what, get_act(gdres, (size_t)M * K), dres, (size_t)M * K, BF16_TOL);
@@ -200,7 +200,7 @@ static void test_gemm_norm_backward(int M, int N, int K) {
         if (accumulate) { /* determinism: the same call on the same inputs gives the same bits */
             float *gdgamma2 = dev_f32(dgamma0, K);
             void *gdres2 = dev_act(dres0, (size_t)M * K);
-            kg->gemm_norm_backward(gdZ, gW, ggamma, gr, gc, gx, gdres2, gdgamma2, accumulate, M, N, K);
+            kg->gemm_norm_backward(gctx(), gdZ, gW, ggamma, gr, gc, gx, gdres2, gdgamma2, accumulate, M, N, K);
             CHECK(memcmp(dg1, get_f32(gdgamma2, K), K * sizeof(float)) == 0 &&
                       memcmp(get_act(gdres, (size_t)M * K), get_act(gdres2, (size_t)M * K),
                              (size_t)M * K * sizeof(float)) == 0,
@@ -215,10 +215,10 @@ static void test_gemm_swiglu_backward(int M, int D, int F) {
     const float *dY = rand_bf((size_t)M * D, 0.0, 1.0), *Wd = rand_bf((size_t)D * F, 0.0, 0.5);
     const float *Z = rand_bf(nz, 0.0, 3.0), *r = rand_f(M, 1.0, 0.5);
     float *dZ = nan_f(nz), *c = nan_f(M), *act = nan_f((size_t)M * F);
-    kc->gemm_swiglu_backward(dY, Wd, Z, r, dZ, c, act, M, D, F);
+    kc->gemm_swiglu_backward(cctx(), dY, Wd, Z, r, dZ, c, act, M, D, F);
     void *gdZ = dev_act_nan(nz), *gact = dev_act_nan((size_t)M * F), *gZ = dev_act(Z, nz);
     float *gc = dev_f32_nan(M);
-    kg->gemm_swiglu_backward(dev_act(dY, (size_t)M * D), dev_act(Wd, (size_t)D * F), gZ, dev_f32(r, M), gdZ, gc,
+    kg->gemm_swiglu_backward(gctx(), dev_act(dY, (size_t)M * D), dev_act(Wd, (size_t)D * F), gZ, dev_f32(r, M), gdZ, gc,
                              gact, M, D, F);
     char what[128];
     snprintf(what, sizeof what, "gemm_swiglu_backward M=%d D=%d F=%d: dZ", M, D, F);
@@ -234,7 +234,7 @@ static void test_gemm_swiglu_backward(int M, int D, int F) {
     for (int i = 0; i < 2 * F; i++) eye[(size_t)i * 2 * F + i] = 1.0f;
     for (int m = 0; m < M; m++) ones[m] = 1.0f;
     void *gZ2 = dev_act_nan(nz), *gact2 = dev_act_nan((size_t)M * F);
-    kg->gemm_swiglu(gZ, dev_act(eye, (size_t)4 * F * F), dev_f32(ones, M), gZ2, gact2, M, F, 2 * F);
+    kg->gemm_swiglu(gctx(), gZ, dev_act(eye, (size_t)4 * F * F), dev_f32(ones, M), gZ2, gact2, M, F, 2 * F);
     CHECK(memcmp(get_act(gZ2, nz), Z, nz * sizeof(float)) == 0 &&
               memcmp(get_act(gact2, (size_t)M * F), act_b, (size_t)M * F * sizeof(float)) == 0,
           "gemm_swiglu_backward M=%d F=%d: act is bitwise the forward's for the same Z", M, F);
@@ -246,9 +246,9 @@ static void test_gemm_dx_dw(int M, int N, int K) {
     const float *X = rand_bf((size_t)M * K, 0.0, 1.0), *dW0 = rand_f((size_t)N * K, 0.0, 5.0);
     const float *scale = rand_f(K, 1.0, 0.5);
     float *dX = nan_f((size_t)M * K);
-    kc->gemm_dx(dY, W, dX, M, N, K);
+    kc->gemm_dx(cctx(), dY, W, dX, M, N, K);
     void *gdY = dev_act(dY, (size_t)M * N), *gdX = dev_act_nan((size_t)M * K), *gX = dev_act(X, (size_t)M * K);
-    kg->gemm_dx(gdY, dev_act(W, (size_t)N * K), gdX, M, N, K);
+    kg->gemm_dx(gctx(), gdY, dev_act(W, (size_t)N * K), gdX, M, N, K);
     char what[128];
     snprintf(what, sizeof what, "gemm_dx %dx%dx%d: dX", M, N, K);
     check_rel(what, get_act(gdX, (size_t)M * K), dX, (size_t)M * K, BF16_TOL);
@@ -257,11 +257,11 @@ static void test_gemm_dx_dw(int M, int N, int K) {
     for (int scaled = 0; scaled <= 1; scaled++)
         for (int acc = 0; acc <= 1; acc++) { /* += on a pre-filled dW; = on a NaN-filled one (nothing read) */
             float *dW = acc ? copy_f(dW0, (size_t)N * K) : nan_f((size_t)N * K);
-            kc->gemm_dw(dY, X, scaled ? scale : NULL, dW, acc, NULL, M, N, K);
+            kc->gemm_dw(cctx(), dY, X, scaled ? scale : NULL, dW, acc, NULL, M, N, K);
             float *gdW = acc ? dev_f32(dW0, (size_t)N * K) : dev_f32_nan((size_t)N * K);
             float *gdW2 = acc ? dev_f32(dW0, (size_t)N * K) : dev_f32_nan((size_t)N * K);
-            kg->gemm_dw(gdY, gX, scaled ? gscale : NULL, gdW, acc, gsq, M, N, K);
-            kg->gemm_dw(gdY, gX, scaled ? gscale : NULL, gdW2, acc, gsq + 1, M, N, K);
+            kg->gemm_dw(gctx(), gdY, gX, scaled ? gscale : NULL, gdW, acc, gsq, M, N, K);
+            kg->gemm_dw(gctx(), gdY, gX, scaled ? gscale : NULL, gdW2, acc, gsq + 1, M, N, K);
             /* with a column scale the unfused path (and the fused table's fallback for K or N not a multiple of 8)
              * multiplies X by it in bf16 first (its O), one rounding more */
             const int unfused_path = kg == &kernels_cuda || K % 8 || N % 8;
@@ -273,7 +273,7 @@ static void test_gemm_dx_dw(int M, int N, int K) {
                   "%s: same bits twice", what);
             /* the sum of squares that global-norm clipping takes, against a separate sum of what was stored */
             double sq[2], ref = 0.0;
-            kg->copy_to_host(sq, gsq, sizeof sq);
+            kg->copy_to_host(gctx(), sq, gsq, sizeof sq);
             for (size_t i = 0; i < (size_t)N * K; i++) ref += (double)w1[i] * w1[i];
             CHECK(fabs(sq[0] - ref) <= 1e-6 * ref && memcmp(&sq[0], &sq[1], sizeof(double)) == 0,
                   "%s: sq %.9e against the sum of squares of dW %.9e (rel %.1e, tol 1e-6), same bits twice", what,
@@ -291,15 +291,15 @@ static void test_attention_rope_backward(int B, int T, int Hq, int Hkv, int hd) 
     rope_tables(T, hd, &cs, &sn);
     const float *qkv = rand_bf(n, 0.0, 2.0), *dy = rand_bf(n_y, 0.0, 1.0), *r = rand_f(M, 1.0, 0.5);
     float *y = nan_f(n_y), *lse = nan_f(n_lse), *dqkv = nan_f(n), *c = nan_f(M);
-    kc->attention_forward(qkv, y, lse, B, T, Hq, Hkv, hd);
+    kc->attention_forward(cctx(), qkv, y, lse, B, T, Hq, Hkv, hd);
     for (size_t i = 0; i < n_y; i++) y[i] = bf16_round(y[i]);
-    kc->attention_backward(qkv, y, lse, dy, r, cs, sn, dqkv, c, B, T, Hq, Hkv, hd);
+    kc->attention_backward(cctx(), qkv, y, lse, dy, r, cs, sn, dqkv, c, B, T, Hq, Hkv, hd);
     void *gqkv = dev_act(qkv, n), *gy = dev_act(y, n_y), *gdy = dev_act(dy, n_y);
     void *g1 = dev_act_nan(n), *g2 = dev_act_nan(n);
     float *glse = dev_f32(lse, n_lse), *gr = dev_f32(r, M), *gcs = dev_f32(cs, (size_t)T * hd / 2);
     float *gsn = dev_f32(sn, (size_t)T * hd / 2), *gc1 = dev_f32_nan(M), *gc2 = dev_f32_nan(M);
-    kg->attention_backward(gqkv, gy, glse, gdy, gr, gcs, gsn, g1, gc1, B, T, Hq, Hkv, hd);
-    kg->attention_backward(gqkv, gy, glse, gdy, gr, gcs, gsn, g2, gc2, B, T, Hq, Hkv, hd);
+    kg->attention_backward(gctx(), gqkv, gy, glse, gdy, gr, gcs, gsn, g1, gc1, B, T, Hq, Hkv, hd);
+    kg->attention_backward(gctx(), gqkv, gy, glse, gdy, gr, gcs, gsn, g2, gc2, B, T, Hq, Hkv, hd);
     char what[160];
     float *d1 = get_act(g1, n), *c1 = get_f32(gc1, M);
     snprintf(what, sizeof what, "attention_backward with RoPE B=%d T=%d Hq=%d Hkv=%d hd=%d: dqkv = r rope^T(G)", B, T,
@@ -316,12 +316,12 @@ static void test_embed_backward(int M, int D, int V) {
     const int32_t *tok = rand_tokens(M, V);
     const float *dx = rand_bf((size_t)M * D, 0.0, 1.0), *dE0 = rand_f((size_t)V * D, 0.0, 1.0);
     float *dE = copy_f(dE0, (size_t)V * D);
-    kc->embed_backward(tok, host_groups(tok, M, V), dx, dE, M, D, V);
+    kc->embed_backward(cctx(), tok, host_groups(tok, M, V), dx, dE, M, D, V);
     int32_t *gt = dev_i32(tok, M), *gg = dev_groups(tok, M, V);
     void *gdx = dev_act(dx, (size_t)M * D);
     float *g1 = dev_f32(dE0, (size_t)V * D), *g2 = dev_f32(dE0, (size_t)V * D);
-    kg->embed_backward(gt, gg, gdx, g1, M, D, V);
-    kg->embed_backward(gt, gg, gdx, g2, M, D, V);
+    kg->embed_backward(gctx(), gt, gg, gdx, g1, M, D, V);
+    kg->embed_backward(gctx(), gt, gg, gdx, g2, M, D, V);
     char what[128];
     snprintf(what, sizeof what, "embed_backward M=%d D=%d V=%d: dE[tokens] += dx (pre-filled, fp32)", M, D, V);
     float *h1 = get_f32(g1, (size_t)V * D);
@@ -335,21 +335,21 @@ static void test_sum_squares(size_t n, size_t offset) {
     const float *g = rand_f(n + offset, 0.0, 2.0);
     float *dg = dev_f32(g, n + offset);
     double ref, s1, s2, *out = dalloc(2 * sizeof(double));
-    kc->sum_squares(g + offset, n, &ref);
-    kg->sum_squares(dg + offset, n, out);
-    kg->copy_to_host(&s1, out, sizeof(double));
-    kg->sum_squares(dg + offset, n, out);
-    kg->copy_to_host(&s2, out, sizeof(double));
+    kc->sum_squares(cctx(), g + offset, n, &ref);
+    kg->sum_squares(gctx(), dg + offset, n, out);
+    kg->copy_to_host(gctx(), &s1, out, sizeof(double));
+    kg->sum_squares(gctx(), dg + offset, n, out);
+    kg->copy_to_host(gctx(), &s2, out, sizeof(double));
     const double err = fabs(s1 - ref) / ref;
     CHECK(err < 1e-12 && s1 == s2, "sum_squares n=%zu offset %zu: rel err %.2e (tol 1e-12), same bits twice", n, offset,
           err);
     /* sum, written then added to */
     double sum_ref, sums[2];
-    kc->sum(g + offset, n, &sum_ref, 0);
-    kg->sum(dg + offset, n, out, 0);
-    kg->sum(dg + offset, n, out + 1, 0);
-    kg->sum(dg + offset, n, out + 1, 1);
-    kg->copy_to_host(sums, out, 2 * sizeof(double));
+    kc->sum(cctx(), g + offset, n, &sum_ref, 0);
+    kg->sum(gctx(), dg + offset, n, out, 0);
+    kg->sum(gctx(), dg + offset, n, out + 1, 0);
+    kg->sum(gctx(), dg + offset, n, out + 1, 1);
+    kg->copy_to_host(gctx(), sums, out, 2 * sizeof(double));
     CHECK(fabs(sums[0] - sum_ref) / fabs(sum_ref) < 1e-12 && sums[1] == sums[0] + sums[0],
           "sum n=%zu offset %zu: rel err %.2e (tol 1e-12); accumulated: twice it", n, offset,
           fabs(sums[0] - sum_ref) / fabs(sum_ref));
@@ -368,10 +368,10 @@ static void test_clip_scale(void) {
         for (int k = 0; k < 3; k++)
             for (int n_loss = 0; n_loss < 2; n_loss++) {
                 float ref, got;
-                kc->clip_scale(cases[c] + 1 - n_loss, n_loss, 3, norms[k], &ref);
-                kg->copy_to_device(dp, cases[c] + 1 - n_loss, (size_t)(3 + n_loss) * sizeof(double));
-                kg->clip_scale(dp, n_loss, 3, norms[k], ds);
-                kg->copy_to_host(&got, ds, sizeof(float));
+                kc->clip_scale(cctx(), cases[c] + 1 - n_loss, n_loss, 3, norms[k], &ref);
+                kg->copy_to_device(gctx(), dp, cases[c] + 1 - n_loss, (size_t)(3 + n_loss) * sizeof(double));
+                kg->clip_scale(gctx(), dp, n_loss, 3, norms[k], ds);
+                kg->copy_to_host(gctx(), &got, ds, sizeof(float));
                 same &= memcmp(&ref, &got, sizeof(float)) == 0 || (isnan(ref) && isnan(got));
             }
     CHECK(same, "clip_scale: the CPU's factor bit for bit on 24 cases (NaN where a part is not finite)");
@@ -389,10 +389,10 @@ static void test_adamw(size_t n) {
         const float *grad = rand_f(n, 0.0, 1.0);
         const AdamwScalars sc = adamw_scalars(lr, beta1, beta2, eps, wd, step);
         const float scale = step == 4 ? NAN : grad_scale; /* the last step: a NaN clip factor, no update */
-        kg->copy_to_device(gs, &sc, sizeof(sc));
-        kg->copy_to_device(gscale, &scale, sizeof(float));
-        kc->adamw(master, work, grad, m, v, n, &sc, &scale);
-        kg->adamw(gmaster, gwork, dev_f32(grad, n), gm, gv, n, gs, gscale);
+        kg->copy_to_device(gctx(), gs, &sc, sizeof(sc));
+        kg->copy_to_device(gctx(), gscale, &scale, sizeof(float));
+        kc->adamw(cctx(), master, work, grad, m, v, n, &sc, &scale);
+        kg->adamw(gctx(), gmaster, gwork, dev_f32(grad, n), gm, gv, n, gs, gscale);
     }
     float *hm = get_f32(gmaster, n), *hw = get_act(gwork, n);
     char what[96];

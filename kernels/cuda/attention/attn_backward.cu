@@ -364,8 +364,8 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_bwd_kernel(const __grid_
 /* ---------------------------------------------------------------- launch */
 
 template <int HD>
-static void launch_bwd(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv, AttnTail tail,
-                       float *ws, int B, int T, int Hq, int Hkv) {
+static void launch_bwd(KernelContext *kc, const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
+                       AttnTail tail, float *ws, int B, int T, int Hq, int Hkv) {
     const long ld = (long)(Hq + 2 * Hkv) * HD, ldy = (long)Hq * HD;
     const int Tpad = cdiv(T, ATTN_PAD) * ATTN_PAD;
     const long n_ld = (long)B * Hq * Tpad;
@@ -389,7 +389,7 @@ static void launch_bwd(const void *qkv, const void *y, const float *lse, const v
 
     const long threads = n_ld * (HD / 8);
     attn_bwd_prep_kernel<HD>
-        <<<cdiv(threads, 256), 256, 0, cuda_stream()>>>((const bf16 *)y, (const bf16 *)dy, lse, Lb, Db, B, T, Tpad, Hq);
+        <<<cdiv(threads, 256), 256, 0, kc->stream>>>((const bf16 *)y, (const bf16 *)dy, lse, Lb, Db, B, T, Tpad, Hq);
     LAUNCH_CHECK("attn_bwd_prep_kernel");
 
     using K = AttnDkdvShape<HD>;
@@ -400,7 +400,7 @@ static void launch_bwd(const void *qkv, const void *y, const float *lse, const v
     const long n_ctas = p.n_dkdv + (long)Hq * B * p.n_qt;
     static bool smem_set;
     attn_set_smem(attn_bwd_kernel<HD>, smem, smem_set);
-    attn_bwd_kernel<HD><<<n_ctas, ATTN_THREADS, smem, cuda_stream()>>>(p);
+    attn_bwd_kernel<HD><<<n_ctas, ATTN_THREADS, smem, kc->stream>>>(p);
     LAUNCH_CHECK("attn_bwd_kernel");
 }
 
@@ -412,33 +412,35 @@ size_t cuda_attention_backward_workspace(size_t B, size_t T, size_t Hq, size_t H
 }
 
 /* The kernels, with the tail in their stores when r is set (then c gets the rows' sums of the partials). */
-static void attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, void *dqkv,
-                               const float *r, const float *rope_cos, const float *rope_sin, float *c, int B, int T,
-                               int Hq, int Hkv, int hd) {
+static void attention_backward(KernelContext *kc, const void *qkv, const void *y, const float *lse, const void *dy,
+                               void *dqkv, const float *r, const float *rope_cos, const float *rope_sin, float *c,
+                               int B, int T, int Hq, int Hkv, int hd) {
     if (B <= 0 || T <= 0) return;
     const int M = B * T, nslots = Hq + 2 * Hkv;
     const size_t n_ld = (size_t)B * Hq * (cdiv(T, ATTN_PAD) * ATTN_PAD);
-    float *ws = (float *)cuda_workspace(cuda_attention_backward_workspace(B, T, Hq, Hkv, r != NULL));
+    float *ws = (float *)cuda_workspace(kc, cuda_attention_backward_workspace(B, T, Hq, Hkv, r != NULL));
     const AttnTail tail = {r, rope_cos, rope_sin, r ? ws + 2 * n_ld : NULL, nslots};
-    if (hd == 64) launch_bwd<64>(qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
-    else if (hd == 128) launch_bwd<128>(qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
+    if (hd == 64)
+        launch_bwd<64>(kc, qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
+    else if (hd == 128)
+        launch_bwd<128>(kc, qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
     else cuda_fail("attention_backward", "head_dim must be 64 or 128 (the CUDA attention kernels)", __FILE__, __LINE__);
-    if (r) cuda_row_sum(tail.cpart, nslots, M, c);
+    if (r) cuda_row_sum(kc, tail.cpart, nslots, M, c);
 }
 
 /* The unfused table's: the kernels, then the RoPE backward as its own pass (cuda_elementwise.cu). */
-extern "C" void cuda_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy,
-                                        const float *r, const float *rope_cos, const float *rope_sin, void *dqkv,
-                                        float *c, int B, int T, int Hq, int Hkv, int hd) {
-    attention_backward(qkv, y, lse, dy, dqkv, NULL, NULL, NULL, NULL, B, T, Hq, Hkv, hd);
+extern "C" void cuda_attention_backward(KernelContext *kc, const void *qkv, const void *y, const float *lse,
+                                        const void *dy, const float *r, const float *rope_cos, const float *rope_sin,
+                                        void *dqkv, float *c, int B, int T, int Hq, int Hkv, int hd) {
+    attention_backward(kc, qkv, y, lse, dy, dqkv, NULL, NULL, NULL, NULL, B, T, Hq, Hkv, hd);
     if (r && B > 0 && T > 0)
-        cuda_rope_backward(qkv, dqkv, r, rope_cos, rope_sin, dqkv, c, B * T, (Hq + 2 * Hkv) * hd, (Hq + Hkv) * hd, hd,
-                           T);
+        cuda_rope_backward(kc, qkv, dqkv, r, rope_cos, rope_sin, dqkv, c, B * T, (Hq + 2 * Hkv) * hd, (Hq + Hkv) * hd,
+                           hd, T);
 }
 
 /* The fused table's (attn_ops.h): the RoPE backward and c in the stores of dQ, dK and dV. */
-extern "C" void cudaf_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy,
-                                         const float *r, const float *rope_cos, const float *rope_sin, void *dqkv,
-                                         float *c, int B, int T, int Hq, int Hkv, int hd) {
-    attention_backward(qkv, y, lse, dy, dqkv, r, rope_cos, rope_sin, c, B, T, Hq, Hkv, hd);
+extern "C" void cudaf_attention_backward(KernelContext *kc, const void *qkv, const void *y, const float *lse,
+                                         const void *dy, const float *r, const float *rope_cos, const float *rope_sin,
+                                         void *dqkv, float *c, int B, int T, int Hq, int Hkv, int hd) {
+    attention_backward(kc, qkv, y, lse, dy, dqkv, r, rope_cos, rope_sin, c, B, T, Hq, Hkv, hd);
 }

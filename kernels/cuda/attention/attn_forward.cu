@@ -295,7 +295,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
 }
 
 template <int HD>
-static void launch_fwd(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv) {
+static void launch_fwd(KernelContext *kc, const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv) {
     using L = AttnFwdShape<HD>;
     const long ld = (long)(Hq + 2 * Hkv) * HD, ldy = (long)Hq * HD;
     AttnFwdParams p;
@@ -312,15 +312,18 @@ static void launch_fwd(const void *qkv, void *y, float *lse, int B, int T, int H
     const int ctas = (int)(tiles < ge_num_sms() ? tiles : ge_num_sms()); /* one per SM, persistent */
     static bool smem_set;
     attn_set_smem(attn_fwd_kernel<HD>, L::kSmem, smem_set);
-    attn_fwd_kernel<HD><<<ctas, L::kThreads, L::kSmem, cuda_stream()>>>(p);
+    attn_fwd_kernel<HD><<<ctas, L::kThreads, L::kSmem, kc->stream>>>(p);
     LAUNCH_CHECK("attn_fwd_kernel");
 }
 
 extern "C" int kernels_cuda_supports_head_dim(int hd) { return hd == 64 || hd == 128; }
 
-extern "C" void cuda_attention_forward(const void *qkv, void *y, float *lse, int B, int T, int Hq, int Hkv, int hd) {
+extern "C" void cuda_attention_forward(KernelContext *kc, const void *qkv, void *y, float *lse, int B, int T, int Hq,
+                                       int Hkv, int hd) {
     if (B <= 0 || T <= 0) return;
-    if (hd == 64) launch_fwd<64>(qkv, y, lse, B, T, Hq, Hkv);
-    else if (hd == 128) launch_fwd<128>(qkv, y, lse, B, T, Hq, Hkv);
+    if (hd == 64)
+        launch_fwd<64>(kc, qkv, y, lse, B, T, Hq, Hkv);
+    else if (hd == 128)
+        launch_fwd<128>(kc, qkv, y, lse, B, T, Hq, Hkv);
     else cuda_fail("attention_forward", "head_dim must be 64 or 128 (the CUDA attention kernels)", __FILE__, __LINE__);
 }

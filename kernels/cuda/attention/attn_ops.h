@@ -4,13 +4,15 @@
 #ifndef ATTN_OPS_H
 #define ATTN_OPS_H
 
+#include "kernels/kernels.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-void cudaf_attention_backward(const void *qkv, const void *y, const float *lse, const void *dy, const float *r,
-                              const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B, int T, int Hq,
-                              int Hkv, int hd);
+void cudaf_attention_backward(KernelContext *kc, const void *qkv, const void *y, const float *lse, const void *dy,
+                              const float *r, const float *rope_cos, const float *rope_sin, void *dqkv, float *c, int B,
+                              int T, int Hq, int Hkv, int hd);
 
 #ifdef __cplusplus
 }

@@ -54,19 +54,20 @@ static void norm_backward_run(const NormBwdArgs &g, const ge_launch &how) {
 /* gemm_norm_backward's fused path, shared with the LM head (target != NULL: dZ is its E, and s, a, target go to
  * FusedNormBwd; dres is written, not accumulated): dres and the dgamma partials (part: [ceil(M/128), K]), then the
  * partials' sum into dgamma. ldz: dZ's row stride. */
-extern "C" void fused_norm_backward(const void *dZ, long ldz, const void *W, const float *gamma, const float *r, const float *c,
-                         const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K, float *part,
-                         const float *s, const float *a, const int32_t *target) {
+extern "C" void fused_norm_backward(KernelContext *kc, const void *dZ, long ldz, const void *W, const float *gamma,
+                                    const float *r, const float *c, const void *x, void *dres, float *dgamma,
+                                    int accumulate, int M, int N, int K, float *part, const float *s, const float *a,
+                                    const int32_t *target) {
     if (M <= 0) return;
     const NormBwdArgs g = {dZ, ldz, W, gamma, r, c, x, dres, part, s, a, target, M, N, K};
-    const ge_launch how = cuda_gemm_launch(target ? "lm_head_train (E . W)" : "gemm_norm_backward");
+    const ge_launch how = cuda_gemm_launch(kc, target ? "lm_head_train (E . W)" : "gemm_norm_backward");
     if (target)
         norm_backward_run<false, true>(g, how);
     else if (accumulate)
         norm_backward_run<true, false>(g, how);
     else
         norm_backward_run<false, false>(g, how);
-    cuda_column_sum_add(part, cdiv(M, GE_BM), dgamma, K);
+    cuda_column_sum_add(kc, part, cdiv(M, GE_BM), dgamma, K);
 }
 
 /* the dgamma partials [ceil(M/128), K] */
@@ -74,21 +75,21 @@ size_t cudaf_norm_backward_workspace(size_t M, int K) {
     return size_mul((M + GE_BM - 1) / GE_BM, (size_t)K * sizeof(float));
 }
 
-extern "C" void cudaf_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r,
-                                         const float *c, const void *x, void *dres, float *dgamma, int accumulate,
-                                         int M, int N, int K) {
+extern "C" void cudaf_gemm_norm_backward(KernelContext *kc, const void *dZ, const void *W, const float *gamma,
+                                         const float *r, const float *c, const void *x, void *dres, float *dgamma,
+                                         int accumulate, int M, int N, int K) {
     if (M <= 0) return;
     if (!(fused_dim_ok(N) && fused_dim_ok(K))) {
-        cuda_gemm_norm_backward(dZ, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K);
+        cuda_gemm_norm_backward(kc, dZ, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K);
         return;
     }
-    float *part = (float *)cuda_workspace(cudaf_norm_backward_workspace(M, K));
-    fused_norm_backward(dZ, N, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K, part, NULL, NULL, NULL);
+    float *part = (float *)cuda_workspace(kc, cudaf_norm_backward_workspace(M, K));
+    fused_norm_backward(kc, dZ, N, W, gamma, r, c, x, dres, dgamma, accumulate, M, N, K, part, NULL, NULL, NULL);
 }
 
-static void swiglu_backward_run(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ,
-                                void *act, float *part, int nparts, int M, int D, int F) {
-    const ge_launch how = cuda_gemm_launch("gemm_swiglu_backward");
+static void swiglu_backward_run(KernelContext *kc, const void *dY, const void *W_down, const void *Z, const float *r,
+                                void *dZ, void *act, float *part, int nparts, int M, int D, int F) {
+    const ge_launch how = cuda_gemm_launch(kc, "gemm_swiglu_backward");
     ge_dispatch<GE_CFG_COOP_256 | GE_CFG_COOP_128>(ge_config_of(how, GE_COOP_ONLY, M, F, D), how.op, [&](auto cfg) {
         using C = decltype(cfg);
         using Program = FusedSwiGLUBwd<C::kBN>;
@@ -109,31 +110,32 @@ size_t cudaf_swiglu_backward_workspace(size_t M, int F) {
     return size_mul(size_mul(M, ge_row_parts(F)), sizeof(float));
 }
 
-extern "C" void cudaf_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r,
-                                           void *dZ, float *c, void *act, int M, int D, int F) {
+extern "C" void cudaf_gemm_swiglu_backward(KernelContext *kc, const void *dY, const void *W_down, const void *Z,
+                                           const float *r, void *dZ, float *c, void *act, int M, int D, int F) {
     if (M <= 0) return;
     if (!(fused_dim_ok(D) && fused_dim_ok(F))) {
-        cuda_gemm_swiglu_backward(dY, W_down, Z, r, dZ, c, act, M, D, F);
+        cuda_gemm_swiglu_backward(kc, dY, W_down, Z, r, dZ, c, act, M, D, F);
         return;
     }
     const int nparts = ge_row_parts(F);
-    float *part = (float *)cuda_workspace(cudaf_swiglu_backward_workspace(M, F));
-    swiglu_backward_run(dY, W_down, Z, r, dZ, act, part, nparts, M, D, F);
-    cuda_row_sum(part, nparts, M, c);
+    float *part = (float *)cuda_workspace(kc, cudaf_swiglu_backward_workspace(M, F));
+    swiglu_backward_run(kc, dY, W_down, Z, r, dZ, act, part, nparts, M, D, F);
+    cuda_row_sum(kc, part, nparts, M, c);
 }
 
-extern "C" void cudaf_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K) {
+extern "C" void cudaf_gemm_dx(KernelContext *kc, const void *dY, const void *W, void *dX, int M, int N, int K) {
     if (!(fused_dim_ok(N) && fused_dim_ok(K))) {
-        cuda_gemm_dx(dY, W, dX, M, N, K);
+        cuda_gemm_dx(kc, dY, W, dX, M, N, K);
         return;
     }
-    ge_gemm_bf16(GE_AB, dY, W, dX, M, K, N, cuda_gemm_launch("gemm_dx")); /* [M, N] . [N, K] */
+    ge_gemm_bf16(GE_AB, dY, W, dX, M, K, N, cuda_gemm_launch(kc, "gemm_dx")); /* [M, N] . [N, K] */
 }
 
 /* dW [N, K] (+)= ([M, N]^T . [M, K]) * col_scale, on ge_pick's config for a plain GEMM; part: FusedDw's. */
 template <bool ACC>
-static void dw_run(const void *dY, const void *X, const float *col_scale, float *dW, float *part, int M, int N, int K) {
-    const ge_launch how = cuda_gemm_launch("gemm_dw");
+static void dw_run(KernelContext *kc, const void *dY, const void *X, const float *col_scale, float *dW, float *part,
+                   int M, int N, int K) {
+    const ge_launch how = cuda_gemm_launch(kc, "gemm_dw");
     ge_dispatch<GE_CFG_ALL>(ge_config_of(how, GE_PLAIN, N, K, M), how.op, [&](auto cfg) {
         using C = decltype(cfg);
         using Program = FusedDw<C::kBN, ACC>;
@@ -155,19 +157,19 @@ static size_t dw_parts_bytes(int N, int K) { return size_mul(size_mul(N, ge_row_
 size_t cudaf_dw_workspace(int N, int K, int accumulate, int sq) { return !accumulate && sq ? dw_parts_bytes(N, K) : 0; }
 
 /* Overwriting, the sum of squares comes from the epilogue's row partials; accumulating, from a pass over dW. */
-extern "C" void cudaf_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate,
-                              double *sq, int M, int N, int K) {
+extern "C" void cudaf_gemm_dw(KernelContext *kc, const void *dY, const void *X, const float *col_scale, float *dW,
+                              int accumulate, double *sq, int M, int N, int K) {
     if (!(fused_dim_ok(N) && fused_dim_ok(K)) || M <= 0 || N <= 0 || K <= 0) {
-        cuda_gemm_dw(dY, X, col_scale, dW, accumulate, sq, M, N, K);
+        cuda_gemm_dw(kc, dY, X, col_scale, dW, accumulate, sq, M, N, K);
         return;
     }
     if (accumulate) {
-        dw_run<true>(dY, X, col_scale, dW, NULL, M, N, K);
-        if (sq) cuda_sum_squares(dW, (size_t)N * K, sq);
+        dw_run<true>(kc, dY, X, col_scale, dW, NULL, M, N, K);
+        if (sq) cuda_sum_squares(kc, dW, (size_t)N * K, sq);
         return;
     }
     const size_t nparts = (size_t)N * ge_row_parts(K);
-    float *part = sq ? (float *)cuda_workspace(dw_parts_bytes(N, K)) : NULL;
-    dw_run<false>(dY, X, col_scale, dW, part, M, N, K);
-    if (sq) cuda_sum(part, nparts, sq, 0);
+    float *part = sq ? (float *)cuda_workspace(kc, dw_parts_bytes(N, K)) : NULL;
+    dw_run<false>(kc, dY, X, col_scale, dW, part, M, N, K);
+    if (sq) cuda_sum(kc, part, nparts, sq, 0);
 }

@@ -64,21 +64,22 @@ size_t cudaf_residual_norm_workspace(size_t M, int N) {
     return size_mul(size_mul(M, ge_row_parts(N)), sizeof(float));
 }
 
-extern "C" void cudaf_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps,
-                                         void *h, void *O, float *r, int M, int N, int K) {
+extern "C" void cudaf_gemm_residual_norm(KernelContext *kc, const void *A, const void *W, const void *res,
+                                         const float *gamma, float eps, void *h, void *O, float *r, int M, int N,
+                                         int K) {
     if (M <= 0) return;
     if (!(fused_dim_ok(N) && fused_dim_ok(K))) {
-        cuda_gemm_residual_norm(A, W, res, gamma, eps, h, O, r, M, N, K);
+        cuda_gemm_residual_norm(kc, A, W, res, gamma, eps, h, O, r, M, N, K);
         return;
     }
-    float *part = (float *)cuda_workspace(cudaf_residual_norm_workspace(M, N));
-    fused_gemm_res_norm(A, W, res, gamma, h, O, part, M, N, K, cuda_gemm_launch("gemm_residual_norm"));
-    fused_rms_finish(part, M, N, eps, r, cuda_stream());
+    float *part = (float *)cuda_workspace(kc, cudaf_residual_norm_workspace(M, N));
+    fused_gemm_res_norm(A, W, res, gamma, h, O, part, M, N, K, cuda_gemm_launch(kc, "gemm_residual_norm"));
+    fused_rms_finish(part, M, N, eps, r, kc->stream);
 }
 
 template <int HD>
-static void rope_run(const void *O, const void *W, const float *r, const float *rope_cos, const float *rope_sin,
-                     void *Z, int M, int N, int K, int n_rope_cols, int hd, int T) {
+static void rope_run(KernelContext *kc, const void *O, const void *W, const float *r, const float *rope_cos,
+                     const float *rope_sin, void *Z, int M, int N, int K, int n_rope_cols, int hd, int T) {
     typename FusedRope<HD>::Params p = {};
     p.out.head = ge_out((bf16 *)Z, M, N, N);
     p.r = r;
@@ -87,42 +88,48 @@ static void rope_run(const void *O, const void *W, const float *r, const float *
     p.n_rope = n_rope_cols;
     p.hd_mask = hd - 1;
     p.T = T;
-    ge_run_fused<FusedRope<HD>>(GE_FUSED, O, K, W, K, M, N, K, p, cuda_gemm_launch("gemm_rope"));
+    ge_run_fused<FusedRope<HD>>(GE_FUSED, O, K, W, K, M, N, K, p, cuda_gemm_launch(kc, "gemm_rope"));
 }
 
-extern "C" void cudaf_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos,
+extern "C" void cudaf_gemm_rope(KernelContext *kc, const void *O, const void *W, const float *r, const float *rope_cos,
                                 const float *rope_sin, void *Z, int M, int N, int K, int n_rope_cols, int hd, int T) {
     if (M <= 0) return;
     if (!fused_dim_ok(K) || !fused_head_dim_ok(hd)) {
-        cuda_gemm_rope(O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T);
+        cuda_gemm_rope(kc, O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T);
         return;
     }
     switch (hd) {
-    case 32: rope_run<32>(O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T); break;
-    case 64: rope_run<64>(O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T); break;
-    default: rope_run<0>(O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T);
+    case 32:
+        rope_run<32>(kc, O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T);
+        break;
+    case 64:
+        rope_run<64>(kc, O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T);
+        break;
+    default:
+        rope_run<0>(kc, O, W, r, rope_cos, rope_sin, Z, M, N, K, n_rope_cols, hd, T);
     }
 }
 
-extern "C" void cudaf_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F,
-                                  int K) {
+extern "C" void cudaf_gemm_swiglu(KernelContext *kc, const void *O, const void *W, const float *r, void *Z, void *act,
+                                  int M, int F, int K) {
     if (M <= 0) return;
     if (!fused_dim_ok(K)) {
-        cuda_gemm_swiglu(O, W, r, Z, act, M, F, K);
+        cuda_gemm_swiglu(kc, O, W, r, Z, act, M, F, K);
         return;
     }
     FusedSwiGLU::Params p = {};
     p.out.head = ge_out((bf16 *)Z, M, 2 * F, 2 * F);
     p.out.tail.head = ge_out_as<GeOut<bf16, 16>>((bf16 *)act, M, F, F);
     p.r = r;
-    ge_run_fused<FusedSwiGLU>(GE_FUSED, O, K, W, K, M, 2 * F, K, p, cuda_gemm_launch("gemm_swiglu"));
+    ge_run_fused<FusedSwiGLU>(GE_FUSED, O, K, W, K, M, 2 * F, K, p, cuda_gemm_launch(kc, "gemm_swiglu"));
 }
 
-extern "C" void cudaf_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K) {
+extern "C" void cudaf_gemm_rowscale(KernelContext *kc, const void *O, const void *W, const float *r, float *Y, int M,
+                                    int N, int K) {
     if (M <= 0) return;
     if (!fused_dim_ok(K)) {
-        cuda_gemm_rowscale(O, W, r, Y, M, N, K);
+        cuda_gemm_rowscale(kc, O, W, r, Y, M, N, K);
         return;
     }
-    fused_gemm_rowscale(O, W, r, Y, 1, M, N, K, cuda_gemm_launch("gemm_rowscale"));
+    fused_gemm_rowscale(O, W, r, Y, 1, M, N, K, cuda_gemm_launch(kc, "gemm_rowscale"));
 }

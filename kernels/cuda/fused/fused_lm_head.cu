@@ -159,21 +159,21 @@ size_t cudaf_lm_head_workspace(int M, int V, int K, int train) {
     return lm_scratch(NULL, &sc, M, lm_chunk_rows(M, lm_ldE(V)), lm_ldE(V), ge_row_parts(V), K, true);
 }
 
-extern "C" long fused_lm_head_repasses(void) {
+extern "C" long fused_lm_head_repasses(KernelContext *kc) {
     long n = 0;
-    CUDA_CHECK(cudaMemcpyFromSymbolAsync(&n, lm_repasses, sizeof(n), 0, cudaMemcpyDeviceToHost, cuda_stream()));
-    CUDA_CHECK(cudaStreamSynchronize(cuda_stream()));
+    CUDA_CHECK(cudaMemcpyFromSymbolAsync(&n, lm_repasses, sizeof(n), 0, cudaMemcpyDeviceToHost, kc->stream));
+    CUDA_CHECK(cudaStreamSynchronize(kc->stream));
     return n;
 }
 
 /* Steps 1-3 for rows [0, C) of O (and r, target, loss, a offset by the caller). */
 template <bool STORE>
-static void lm_forward_chunk(const void *O, const void *W, const float *r, const int32_t *target, float *loss,
-                             float *a, const LmScratch &sc, int C, int V, int K, long ldE, float dscale) {
+static void lm_forward_chunk(KernelContext *kc, const void *O, const void *W, const float *r, const int32_t *target,
+                             float *loss, float *a, const LmScratch &sc, int C, int V, int K, long ldE, float dscale) {
     const int nparts = ge_row_parts(V);
     const int row_blocks = cdiv(C, LM_WARPS);
-    lm_zref_kernel<<<row_blocks, 32 * LM_WARPS, 0, cuda_stream()>>>((const bf16 *)O, (const bf16 *)W, r, target,
-                                                                    sc.zref, C, K);
+    lm_zref_kernel<<<row_blocks, 32 * LM_WARPS, 0, kc->stream>>>((const bf16 *)O, (const bf16 *)W, r, target, sc.zref,
+                                                                 C, K);
     LAUNCH_CHECK("lm_zref_kernel");
     typename FusedLmHead<STORE>::Params p = {};
     if constexpr (STORE) p.out.head = ge_out(sc.E, C, V, ldE);
@@ -188,56 +188,57 @@ static void lm_forward_chunk(const void *O, const void *W, const float *r, const
     p.ldpart = nparts;
     LmFinishArgs f = {sc.ps, sc.pze, sc.pmax, nparts, sc.et, sc.zt, r, sc.zref, loss, sc.redo, 0,
                       dscale, STORE ? sc.s : NULL, a, sc.c, (const bf16 *)O, sc.Os, K};
-    const ge_launch how = cuda_gemm_launch(STORE ? "lm_head_train (logits)" : "lm_head_loss (logits)");
-    CUDA_CHECK(cudaMemsetAsync(sc.redo, 0, sizeof(int), cuda_stream()));
+    const ge_launch how = cuda_gemm_launch(kc, STORE ? "lm_head_train (logits)" : "lm_head_loss (logits)");
+    CUDA_CHECK(cudaMemsetAsync(sc.redo, 0, sizeof(int), kc->stream));
     for (int pass = 0; pass < 2; pass++) { /* the second returns at once unless the first set redo */
         p.gate = pass ? sc.redo : NULL;
         ge_run_fused<FusedLmHead<STORE>>(GE_FUSED, O, K, W, K, C, V, K, p, how);
         f.final_pass = pass;
-        lm_finish_kernel<<<row_blocks, 32 * LM_WARPS, 0, cuda_stream()>>>(f, C);
+        lm_finish_kernel<<<row_blocks, 32 * LM_WARPS, 0, kc->stream>>>(f, C);
         LAUNCH_CHECK("lm_finish_kernel");
     }
 }
 
 /* The engine's TMA needs K (O's and W's rows) a multiple of 8; otherwise the unfused op runs. */
-extern "C" void cudaf_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss,
-                                   int M, int V, int K) {
+extern "C" void cudaf_lm_head_loss(KernelContext *kc, const void *O, const void *W, const float *r,
+                                   const int32_t *targets, float *loss, int M, int V, int K) {
     if (M <= 0) return;
     if (!fused_dim_ok(K)) {
-        cuda_lm_head_loss(O, W, r, targets, loss, M, V, K);
+        cuda_lm_head_loss(kc, O, W, r, targets, loss, M, V, K);
         return;
     }
     LmScratch sc = {};
     const int nparts = ge_row_parts(V);
-    char *ws = (char *)cuda_workspace(cudaf_lm_head_workspace(M, V, K, 0));
+    char *ws = (char *)cuda_workspace(kc, cudaf_lm_head_workspace(M, V, K, 0));
     lm_scratch(ws, &sc, M, M, 0, nparts, K, false);
-    lm_forward_chunk<false>(O, W, r, targets, loss, NULL, sc, M, V, K, 0, 0.0f);
+    lm_forward_chunk<false>(kc, O, W, r, targets, loss, NULL, sc, M, V, K, 0, 0.0f);
 }
 
-extern "C" void cudaf_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets,
-                                    const int32_t *target_groups, float dscale, const void *x, const float *gamma,
-                                    float *loss, float *dW, void *dres, float *dgamma, int M, int V, int K) {
+extern "C" void cudaf_lm_head_train(KernelContext *kc, const void *O, const void *W, const float *r,
+                                    const int32_t *targets, const int32_t *target_groups, float dscale, const void *x,
+                                    const float *gamma, float *loss, float *dW, void *dres, float *dgamma, int M, int V,
+                                    int K) {
     if (M <= 0) return;
     if (!fused_dim_ok(K)) {
-        cuda_lm_head_train(O, W, r, targets, target_groups, dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
+        cuda_lm_head_train(kc, O, W, r, targets, target_groups, dscale, x, gamma, loss, dW, dres, dgamma, M, V, K);
         return;
     }
     const long ldE = lm_ldE(V);
     const int nparts = ge_row_parts(V);
     const int C = lm_chunk_rows(M, ldE);
     LmScratch sc = {};
-    char *ws = (char *)cuda_workspace(cudaf_lm_head_workspace(M, V, K, 1));
+    char *ws = (char *)cuda_workspace(kc, cudaf_lm_head_workspace(M, V, K, 1));
     lm_scratch(ws, &sc, M, C, ldE, nparts, K, true);
     for (int m0 = 0; m0 < M; m0 += C) {
         const int rows_c = M - m0 < C ? M - m0 : C;
         const bf16 *Oc = (const bf16 *)O + (size_t)m0 * K;
-        lm_forward_chunk<true>(Oc, W, r + m0, targets + m0, loss + m0, sc.a + m0, sc, rows_c, V, K, ldE, dscale);
-        fused_norm_backward(sc.E, ldE, W, gamma, r + m0, sc.c, (const bf16 *)x + (size_t)m0 * K,
+        lm_forward_chunk<true>(kc, Oc, W, r + m0, targets + m0, loss + m0, sc.a + m0, sc, rows_c, V, K, ldE, dscale);
+        fused_norm_backward(kc, sc.E, ldE, W, gamma, r + m0, sc.c, (const bf16 *)x + (size_t)m0 * K,
                             (bf16 *)dres + (size_t)m0 * K, dgamma, 0, rows_c, V, K, sc.part, sc.s, sc.a + m0,
                             targets + m0);
         /* dW [V, K] += E^T . O' (E: [rows_c, V], row stride ldE) */
         ge_gemm_f32_strided(GE_ATB, sc.E, ldE, sc.Os, K, dW, K, 1, V, K, rows_c,
-                            cuda_gemm_launch("lm_head_train (E^T . O')"));
+                            cuda_gemm_launch(kc, "lm_head_train (E^T . O')"));
     }
-    cuda_rows_scatter_add(target_groups, sc.a, O, dW, M, K);
+    cuda_rows_scatter_add(kc, target_groups, sc.a, O, dW, M, K);
 }

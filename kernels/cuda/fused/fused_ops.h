@@ -34,34 +34,37 @@ size_t cudaf_dw_workspace(int N, int K, int accumulate, int sq);
 size_t cudaf_lm_head_workspace(int M, int V, int K, int train);
 
 /* fused_forward.cu */
-void cudaf_gemm_residual_norm(const void *A, const void *W, const void *res, const float *gamma, float eps, void *h,
-                              void *O, float *r, int M, int N, int K);
-void cudaf_gemm_rope(const void *O, const void *W, const float *r, const float *rope_cos, const float *rope_sin,
-                     void *Z, int M, int N, int K, int n_rope_cols, int hd, int T);
-void cudaf_gemm_swiglu(const void *O, const void *W, const float *r, void *Z, void *act, int M, int F, int K);
-void cudaf_gemm_rowscale(const void *O, const void *W, const float *r, float *Y, int M, int N, int K);
+void cudaf_gemm_residual_norm(KernelContext *kc, const void *A, const void *W, const void *res, const float *gamma,
+                              float eps, void *h, void *O, float *r, int M, int N, int K);
+void cudaf_gemm_rope(KernelContext *kc, const void *O, const void *W, const float *r, const float *rope_cos,
+                     const float *rope_sin, void *Z, int M, int N, int K, int n_rope_cols, int hd, int T);
+void cudaf_gemm_swiglu(KernelContext *kc, const void *O, const void *W, const float *r, void *Z, void *act, int M,
+                       int F, int K);
+void cudaf_gemm_rowscale(KernelContext *kc, const void *O, const void *W, const float *r, float *Y, int M, int N,
+                         int K);
 
 /* fused_backward.cu */
-void cudaf_gemm_norm_backward(const void *dZ, const void *W, const float *gamma, const float *r, const float *c,
-                              const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K);
-void cudaf_gemm_swiglu_backward(const void *dY, const void *W_down, const void *Z, const float *r, void *dZ, float *c,
-                                void *act, int M, int D, int F);
-void cudaf_gemm_dx(const void *dY, const void *W, void *dX, int M, int N, int K);
-void cudaf_gemm_dw(const void *dY, const void *X, const float *col_scale, float *dW, int accumulate, double *sq,
-                   int M, int N, int K);
+void cudaf_gemm_norm_backward(KernelContext *kc, const void *dZ, const void *W, const float *gamma, const float *r,
+                              const float *c, const void *x, void *dres, float *dgamma, int accumulate, int M, int N,
+                              int K);
+void cudaf_gemm_swiglu_backward(KernelContext *kc, const void *dY, const void *W_down, const void *Z, const float *r,
+                                void *dZ, float *c, void *act, int M, int D, int F);
+void cudaf_gemm_dx(KernelContext *kc, const void *dY, const void *W, void *dX, int M, int N, int K);
+void cudaf_gemm_dw(KernelContext *kc, const void *dY, const void *X, const float *col_scale, float *dW, int accumulate,
+                   double *sq, int M, int N, int K);
 /* gemm_norm_backward's fused path with dZ's row stride ldz and the dgamma partials' scratch part [ceil(M/128), K];
  * with target != NULL the LM head's (dZ its E, with the row factors s, a: see FusedNormBwd; dres written). */
-void fused_norm_backward(const void *dZ, long ldz, const void *W, const float *gamma, const float *r, const float *c,
-                         const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K, float *part,
-                         const float *s, const float *a, const int32_t *target);
+void fused_norm_backward(KernelContext *kc, const void *dZ, long ldz, const void *W, const float *gamma, const float *r,
+                         const float *c, const void *x, void *dres, float *dgamma, int accumulate, int M, int N, int K,
+                         float *part, const float *s, const float *a, const int32_t *target);
 
 /* fused_lm_head.cu */
-void cudaf_lm_head_loss(const void *O, const void *W, const float *r, const int32_t *targets, float *loss, int M,
-                        int V, int K);
+void cudaf_lm_head_loss(KernelContext *kc, const void *O, const void *W, const float *r, const int32_t *targets,
+                        float *loss, int M, int V, int K);
 /* How many times so far a chunk of the LM head ran its GEMM a second time because some row's best logit was far
  * above its target's (fused_lm_head.cu), for tests. */
-long fused_lm_head_repasses(void);
-void cudaf_lm_head_train(const void *O, const void *W, const float *r, const int32_t *targets,
+long fused_lm_head_repasses(KernelContext *kc);
+void cudaf_lm_head_train(KernelContext *kc, const void *O, const void *W, const float *r, const int32_t *targets,
                          const int32_t *target_groups, float dscale, const void *x, const float *gamma, float *loss,
                          float *dW, void *dres, float *dgamma, int M, int V, int K);
 
