@@ -58,8 +58,7 @@ void train_step_run(TrainStep *s, const TrainConfig *t, double lr, int step) {
         queue_step(s, t);
         s->graph = k->capture_end(s->m->kc);
     }
-    if (s->graph)
-        k->replay(s->m->kc, s->graph);
+    if (s->graph) k->replay(s->m->kc, s->graph);
     else queue_step(s, t);
     s->runs++;
 }

@@ -420,10 +420,8 @@ static void attention_backward(KernelContext *kc, const void *qkv, const void *y
     const size_t n_ld = (size_t)B * Hq * (cdiv(T, ATTN_PAD) * ATTN_PAD);
     float *ws = (float *)cuda_workspace(kc, cuda_attention_backward_workspace(B, T, Hq, Hkv, r != NULL));
     const AttnTail tail = {r, rope_cos, rope_sin, r ? ws + 2 * n_ld : NULL, nslots};
-    if (hd == 64)
-        launch_bwd<64>(kc, qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
-    else if (hd == 128)
-        launch_bwd<128>(kc, qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
+    if (hd == 64) launch_bwd<64>(kc, qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
+    else if (hd == 128) launch_bwd<128>(kc, qkv, y, lse, dy, dqkv, tail, ws, B, T, Hq, Hkv);
     else cuda_fail("attention_backward", "head_dim must be 64 or 128 (the CUDA attention kernels)", __FILE__, __LINE__);
     if (r) cuda_row_sum(kc, tail.cpart, nslots, M, c);
 }

@@ -321,9 +321,7 @@ extern "C" int kernels_cuda_supports_head_dim(int hd) { return hd == 64 || hd ==
 extern "C" void cuda_attention_forward(KernelContext *kc, const void *qkv, void *y, float *lse, int B, int T, int Hq,
                                        int Hkv, int hd) {
     if (B <= 0 || T <= 0) return;
-    if (hd == 64)
-        launch_fwd<64>(kc, qkv, y, lse, B, T, Hq, Hkv);
-    else if (hd == 128)
-        launch_fwd<128>(kc, qkv, y, lse, B, T, Hq, Hkv);
+    if (hd == 64) launch_fwd<64>(kc, qkv, y, lse, B, T, Hq, Hkv);
+    else if (hd == 128) launch_fwd<128>(kc, qkv, y, lse, B, T, Hq, Hkv);
     else cuda_fail("attention_forward", "head_dim must be 64 or 128 (the CUDA attention kernels)", __FILE__, __LINE__);
 }
