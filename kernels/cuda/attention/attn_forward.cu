@@ -25,9 +25,6 @@ struct AttnFwdShape {
     static constexpr int kProducerRegs = 24, kConsumerRegs = NC == 3 ? 160 : 240;
     static_assert(128 * (kProducerRegs + NC * kConsumerRegs) <= 65536, "registers of one CTA per SM");
     static constexpr int kStages = 2; /* the K/V ring */
-    /* every kFmaExp-th exponential on the FMA units (attn_exp2_fma), 0 for none: at head dim 64 the SFU's share of
-     * the softmax is the larger against the matmuls (docs/EXPERIMENTS.md, "Attention") */
-    static constexpr int kFmaExp = HD == 64 ? 8 : 0;
     static constexpr int kQBufs = 2;         /* the next tile's queries load while this tile's output is stored */
     using Q = AttnTile<HD, BM>;
     using KV = AttnTile<HD, BN>;
@@ -93,7 +90,7 @@ struct AttnFwdBlocks {
  * block's first key; updates the running maxima m (scaled) and sums l, and leaves P = 2^(s scale - m) in sc and the
  * factor of the output so far in alpha. Every row has an unmasked key (key 0) in block 0, which comes first, so the
  * maxima are finite and a row with all keys of a later block masked gets P = 0 and alpha = 1 there. */
-template <int BN, int FMA_EXP, bool MASKED>
+template <int BN, bool MASKED>
 __device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, float *l, float *alpha, int qrel, int lane,
                                                        float scale_log2) {
     if (MASKED) {
@@ -115,17 +112,17 @@ __device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, floa
     for (int i = 0; i < BN / 2; i++) {
         const int hh = attn_frag_half(i);
         const float x = fmaf(sc[i], scale_log2, -m[hh]);
-        sc[i] = (FMA_EXP > 0 && i % (FMA_EXP > 0 ? FMA_EXP : 1) == FMA_EXP - 1) ? attn_exp2_fma(x) : attn_exp2(x);
+        sc[i] = attn_exp2(x);
         l[hh] += sc[i];
     }
 }
-template <int BN, int FMA_EXP>
+template <int BN>
 __device__ __forceinline__ void attn_fwd_softmax(float *sc, float *m, float *l, float *alpha, bool masked, int qrel,
                                                  int lane, float scale_log2) {
     if (masked) /* two paths, so that the other blocks pay nothing for the mask */
-        attn_fwd_softmax_block<BN, FMA_EXP, true>(sc, m, l, alpha, qrel, lane, scale_log2);
+        attn_fwd_softmax_block<BN, true>(sc, m, l, alpha, qrel, lane, scale_log2);
     else
-        attn_fwd_softmax_block<BN, FMA_EXP, false>(sc, m, l, alpha, qrel, lane, scale_log2);
+        attn_fwd_softmax_block<BN, false>(sc, m, l, alpha, qrel, lane, scale_log2);
 }
 
 template <int HD>
@@ -221,7 +218,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             turns.pass();
             attn_wgmma_wait<BN / 2>(sc);
             if (lane == 0) mbar_arrive(&k_empty[s]);
-            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, blocks.is_masked(0), blocks.qrel(0, qrow), lane,
+            attn_fwd_softmax<BN>(sc, m, l, alpha, blocks.is_masked(0), blocks.qrel(0, qrow), lane,
                                              p.scale_log2);
             attn_pack<BN>(sc, pa);
         }
@@ -243,7 +240,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
             if (lane == 0) mbar_arrive(&k_empty[s]);
-            attn_fwd_softmax<BN, L::kFmaExp>(sc, m, l, alpha, blocks.is_masked(j), blocks.qrel(j, qrow), lane,
+            attn_fwd_softmax<BN>(sc, m, l, alpha, blocks.is_masked(j), blocks.qrel(j, qrow), lane,
                                              p.scale_log2);
             /* the exponentials before the wait for P V (not sunk after it: they are what overlaps it), and pa live
              * until then (no temporary of the softmax may take the registers P V reads) */

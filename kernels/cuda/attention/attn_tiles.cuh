@@ -228,18 +228,6 @@ __device__ __forceinline__ float attn_exp2(float x) {
     return y;
 }
 
-/* 2^x on the FMA and integer units instead of the SFU, for x <= 0: x = n + f with n = round(x) (by the 1.5 * 2^23
- * rounding trick) and f in [-1/2, 1/2], 2^f by a cubic fitted for relative error (at most 1.02e-4, under a bf16
- * rounding's), and n added to its exponent bits. x < -125 gives 0 (the SFU's ftz gives 0 below -126). */
-__device__ __forceinline__ float attn_exp2_fma(float x) {
-    const float xc = fmaxf(x, -125.0f);
-    const float t = xc + 12582912.0f; /* 1.5 * 2^23: round(xc) in the low mantissa bits */
-    const float f = xc - (t - 12582912.0f);
-    const float p = fmaf(fmaf(fmaf(0.05500893f, f, 0.24221098f), f, 0.69328290f), f, 1.0f);
-    const float y = __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-    return x < -125.0f ? 0.0f : y;
-}
-
 __device__ __forceinline__ uint32_t attn_pack_bf16(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&h);
