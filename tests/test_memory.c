@@ -22,7 +22,7 @@ static void cpu_case(const void *arg) {
     const CpuCase *cc = arg;
     omp_set_dynamic(0); /* every parallel region runs its threads, as the estimate counts them */
     omp_set_num_threads(cc->threads);
-    memory_case_run(&kernels_cpu, &cc->c, 0.0);
+    memory_case_run(&kernels_cpu, &cc->c, 0.0, NULL);
 }
 
 static int test_estimates(void) {
