@@ -1,7 +1,8 @@
 /* memory_check.h: the memory preflight's estimate (model_memory) against what a backend really holds, shared by the
  * CPU test (test_memory.c) and the GPU one (gpu/test_gpu_memory.c). Each case runs in a child process of its own, so
- * that the device memory it measures is its own; the peak is that of the model's backend context. The child checks that model_create allocates exactly the buffers model_memory lists (and the workspace it reserves),
- * then does what runs do (the init's weight copies, optimizer steps with or without gradient accumulation, an
+ * that the device memory it measures is its own; the peak is that of the model's backend context. The child checks
+ * that model_create allocates exactly the buffers model_memory lists (and the workspace it reserves), then does what
+ * runs do (the init's weight copies, optimizer steps with or without gradient accumulation, an
  * evaluation, the logits of a sample) and checks that the estimate covers the backend's peak and exceeds it by at
  * most a tolerance. On a table that captures steps, the steps run as ./train runs them (train_step.h: captured
  * from the second on), and the evaluation and the logits follow while the captured step exists. */
@@ -49,7 +50,7 @@ static void memory_case_run(const Kernels *k, const MemoryCase *mc, double toler
     ModelMemory mem;
     Model m;
     char err[512];
-    const size_t available_before = k->available_bytes();
+    const size_t available_before = untracked ? k->available_bytes() : 0; /* only where it is asked for */
     if (model_memory(c, k, B, T, &mem) || model_create(&m, c, k, B, T, err, sizeof(err))) {
         CHECK(0, "%s: model_memory and model_create", mc->name);
         return;
