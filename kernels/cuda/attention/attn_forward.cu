@@ -6,7 +6,8 @@
  * S = Q K^T on wgmma from shared memory, the online softmax (base 2) in registers, and O += P V with P as the
  * register A operand, V read MN-major from the same tile the load wrote. The consumers take turns at the tensor cores
  * (round robin), and each runs a block's softmax while its previous block's P V completes. Only the key blocks past
- * the tile's first query are masked; blocks past its last query are never loaded. The output goes through the
+ * the tile's first query are masked; blocks past its last query are never loaded. The 192-query tiles end at the
+ * sequence's end, and the rows that T leaves over pad the start of tile 0 (AttnFwdBlocks). The output goes through the
  * consumer's own query rows in shared memory to one TMA store; lse (natural log) is kept for the backward. K/V are
  * read in place for every query head of their group. */
 #include "kernels/cuda/attention/attn_tiles.cuh"
@@ -58,45 +59,52 @@ __device__ __forceinline__ int attn_fwd_tile_of_round(int r) {
     return r * (int)gridDim.x + ((r & 1) ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x);
 }
 
-/* The key blocks of query tile qt (rows qt BM .. qt BM + BM - 1): blocks 0 .. n - 1 hold the keys before T up to the
- * tile's last row; those from `masked` on hold keys after the tile's first row and take the causal mask (the diagonal
- * block when BM = BN, the last two when BM = 192 and BN = 128). The producer and the consumers count the same. With
- * BM = BN each is written in the closed form that qt BM < T allows. */
+/* The rows and key blocks of query tile qt. With BM = BN its rows are qt BM .. qt BM + BM - 1. With BM = 192 and
+ * BN = 128 the tiles are shifted back by the whole consumers' rows (64 each) that T leaves over in the last tile, so
+ * that tile 0, the one with the fewest key blocks, takes them: its first 64 or 128 rows are before row 0, load as
+ * zeros, and their consumers store nothing. Key blocks 0 .. n - 1 hold the keys up to the tile's last row (before T);
+ * those from `masked` on hold keys after the tile's first row and take the causal mask (the diagonal block when
+ * BM = BN, the last two when BM = 192 and BN = 128). The producer and the consumers count the same. With BM = BN each
+ * is written in the closed form that qt BM < T allows. */
 template <int BM, int BN>
 struct AttnFwdBlocks {
-    int qt, n, masked;
-    __device__ AttnFwdBlocks(int tile, int T) : qt(tile) {
+    int qt, first, n, masked; /* first: the query position of the tile's row 0, negative in a padded tile 0 */
+    __device__ AttnFwdBlocks(int tile, int n_qt, int T) : qt(tile) {
         if constexpr (BM == BN) {
+            first = qt * BM;
             n = qt + 1;
             masked = qt;
         } else {
-            n = min((qt * BM + BM - 1) / BN, (T - 1) / BN) + 1;
-            masked = (qt * BM + 1) / BN; /* the first block whose last key, j BN + BN - 1, is after row qt BM */
+            first = qt * BM - (n_qt * BM - T) / 64 * 64;
+            n = min((first + BM - 1) / BN, (T - 1) / BN) + 1;
+            masked = max(first + 1, 0) / BN; /* the first block whose last key, j BN + BN - 1, is after row 0 */
         }
     }
     __device__ bool is_masked(int j) const {
         if constexpr (BM == BN) return j == qt; /* j < n = qt + 1 */
         else return j >= masked;
     }
-    /* The position of the tile's row `row` less the first key of masked block j. */
-    __device__ int qrel(int j, int row) const {
+    /* The last key that the tile's row `row` sees, less the first key of masked block j; a row before position 0
+     * sees key 0, so that its softmax stays finite. */
+    __device__ int last_key(int j, int row) const {
         if constexpr (BM == BN) return row; /* j = qt there */
-        else return qt * BM - j * BN + row;
+        else return max(first + row, 0) - j * BN;
     }
 };
 
 /* A block's online softmax (base 2) on its unscaled scores sc, an m64nBN fragment: on a masked block (MASKED) sets
- * the scores of the keys after each query to -inf, qrel being the position of the thread's first row less the
- * block's first key; updates the running maxima m (scaled) and sums l, and leaves P = 2^(s scale - m) in sc and the
- * factor of the output so far in alpha. Every row has an unmasked key (key 0) in block 0, which comes first, so the
- * maxima are finite and a row with all keys of a later block masked gets P = 0 and alpha = 1 there. */
+ * the scores of the keys after each query to -inf, last[h] being the last key that the thread's row h (its first,
+ * and the one 8 below) sees, less the block's first key; updates the running maxima m (scaled) and sums l, and
+ * leaves P = 2^(s scale - m) in sc and the factor of the output so far in alpha. Every row has an unmasked key
+ * (key 0) in block 0, which comes first, so the maxima are finite and a row with all keys of a later block masked
+ * gets P = 0 and alpha = 1 there. */
 template <int BN, bool MASKED>
-__device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, float *l, float *alpha, int qrel, int lane,
-                                                       float scale_log2) {
+__device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, float *l, float *alpha, const int *last,
+                                                       int lane, float scale_log2) {
     if (MASKED) {
 #pragma unroll
         for (int i = 0; i < BN / 2; i++)
-            if (attn_frag_col(i, lane) > qrel + 8 * attn_frag_half(i)) sc[i] = -INFINITY;
+            if (attn_frag_col(i, lane) > last[attn_frag_half(i)]) sc[i] = -INFINITY;
     }
     float mx[2] = {-INFINITY, -INFINITY}; /* of the unscaled scores (the scale is positive) */
 #pragma unroll
@@ -117,12 +125,12 @@ __device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, floa
     }
 }
 template <int BN>
-__device__ __forceinline__ void attn_fwd_softmax(float *sc, float *m, float *l, float *alpha, bool masked, int qrel,
-                                                 int lane, float scale_log2) {
+__device__ __forceinline__ void attn_fwd_softmax(float *sc, float *m, float *l, float *alpha, bool masked,
+                                                 const int *last, int lane, float scale_log2) {
     if (masked) /* two paths, so that the other blocks pay nothing for the mask */
-        attn_fwd_softmax_block<BN, true>(sc, m, l, alpha, qrel, lane, scale_log2);
+        attn_fwd_softmax_block<BN, true>(sc, m, l, alpha, last, lane, scale_log2);
     else
-        attn_fwd_softmax_block<BN, false>(sc, m, l, alpha, qrel, lane, scale_log2);
+        attn_fwd_softmax_block<BN, false>(sc, m, l, alpha, last, lane, scale_log2);
 }
 
 template <int HD>
@@ -162,10 +170,10 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
                     break;
                 }
                 const AttnFwdTile t(k, p, n_qt);
+                const Blocks blocks(t.qt, n_qt, p.T);
                 mbar_arrive_expect_tx(&q_full[qb], L::Q::kBytes);
                 const int kv = t.h / (p.Hq / p.Hkv), kcol = (p.Hq + kv) * HD, vcol = (p.Hq + p.Hkv + kv) * HD;
-                attn_load_tile<HD, BM>(sQ + qb * L::Q::kBytes, &p.q, &q_full[qb], t.h * HD, t.qt * BM, t.b);
-                const Blocks blocks(t.qt, p.T);
+                attn_load_tile<HD, BM>(sQ + qb * L::Q::kBytes, &p.q, &q_full[qb], t.h * HD, blocks.first, t.b);
                 for (int j = 0; j < blocks.n; j++, kvi++) {
                     const int s = kvi % S;
                     const uint32_t ph = (kvi / S) & 1;
@@ -191,7 +199,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
         mbar_wait(&q_full[qb], (it / QB) & 1);
         if (k >= n_tiles) break;
         const AttnFwdTile t(k, p, n_qt);
-        const Blocks blocks(t.qt, p.T);
+        const Blocks blocks(t.qt, n_qt, p.T);
         const int n_blocks = blocks.n;
         uint8_t *sQt = sQ + qb * L::Q::kBytes;
 
@@ -218,8 +226,8 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             turns.pass();
             attn_wgmma_wait<BN / 2>(sc);
             if (lane == 0) mbar_arrive(&k_empty[s]);
-            attn_fwd_softmax<BN>(sc, m, l, alpha, blocks.is_masked(0), blocks.qrel(0, qrow), lane,
-                                             p.scale_log2);
+            const int last[2] = {blocks.last_key(0, qrow), blocks.last_key(0, qrow + 8)};
+            attn_fwd_softmax<BN>(sc, m, l, alpha, blocks.is_masked(0), last, lane, p.scale_log2);
             attn_pack<BN>(sc, pa);
         }
         for (int j = 1; j < n_blocks; j++) {
@@ -240,8 +248,8 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
             if (lane == 0) mbar_arrive(&k_empty[s]);
-            attn_fwd_softmax<BN>(sc, m, l, alpha, blocks.is_masked(j), blocks.qrel(j, qrow), lane,
-                                             p.scale_log2);
+            const int last[2] = {blocks.last_key(j, qrow), blocks.last_key(j, qrow + 8)};
+            attn_fwd_softmax<BN>(sc, m, l, alpha, blocks.is_masked(j), last, lane, p.scale_log2);
             /* the exponentials before the wait for P V (not sunk after it: they are what overlaps it), and pa live
              * until then (no temporary of the softmax may take the registers P V reads) */
 #pragma unroll
@@ -272,8 +280,8 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
         for (int hh = 0; hh < 2; hh++) {
             const float sum = attn_quad_sum(l[hh]);
             inv[hh] = 1.0f / sum;
-            const int q = t.qt * BM + qrow + 8 * hh; /* the row's query position */
-            if ((lane & 3) == 0 && q < p.T)
+            const int q = blocks.first + qrow + 8 * hh; /* the row's query position */
+            if ((lane & 3) == 0 && q >= 0 && q < p.T)
                 p.lse[((long)t.b * p.Hq + t.h) * p.T + q] = (m[hh] + log2f(sum)) * (1.0f / ATTN_LOG2E);
         }
 #pragma unroll
@@ -282,9 +290,11 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
          * the store has read them, the buffer is free for a later tile's queries */
         attn_stage_tile<HD, BM>(sQt, row0, o, 1.0f, warp, lane);
         if (attn_store_begin(c, wtid)) {
-            attn_store_rows<HD, BM>(&p.y, sQt, row0, t.h * HD, t.qt * BM + row0, t.b);
-            bulk_commit();
-            bulk_wait_read<0>();
+            if (blocks.first + row0 >= 0) { /* not rows before position 0 */
+                attn_store_rows<HD, BM>(&p.y, sQt, row0, t.h * HD, blocks.first + row0, t.b);
+                bulk_commit();
+                bulk_wait_read<0>();
+            }
             mbar_arrive(&q_empty[qb]);
         }
     }
