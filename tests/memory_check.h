@@ -133,18 +133,43 @@ static void memory_case_run(const Kernels *k, const MemoryCase *mc, double toler
     model_destroy(&m);
 }
 
-/* Runs fn(arg) in a child process, whose PASS/FAIL lines go to the same stdout. Returns 1 if the child failed. */
+/* Runs fn(arg) in a child process, whose PASS/FAIL lines go to the same stdout and whose counts of passed and
+ * failed checks come back through a pipe, so that the parent's summary counts them. Returns 1 if the child failed. */
 static int memory_in_child(void (*fn)(const void *), const void *arg) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        CHECK(0, "pipe");
+        return 1;
+    }
     fflush(stdout);
     const pid_t pid = fork();
     if (pid < 0) {
         CHECK(0, "fork");
+        close(fds[0]);
+        close(fds[1]);
         return 1;
     }
     if (pid == 0) {
+        close(fds[0]);
+        const int passes0 = test_passes, failures0 = test_failures;
         fn(arg);
         fflush(stdout);
-        _exit(test_failures ? 1 : 0);
+        const int counts[2] = {test_passes - passes0, test_failures - failures0};
+        const int ok = write(fds[1], counts, sizeof counts) == (ssize_t)sizeof counts;
+        _exit(counts[1] || !ok ? 1 : 0);
+    }
+    close(fds[1]);
+    int counts[2] = {0, 0};
+    size_t got = 0;
+    while (got < sizeof counts) {
+        const ssize_t n = read(fds[0], (char *)counts + got, sizeof counts - got);
+        if (n <= 0) break; /* the child ended before writing them (it crashed): the status below says so */
+        got += (size_t)n;
+    }
+    close(fds[0]);
+    if (got == sizeof counts) {
+        test_passes += counts[0];
+        test_failures += counts[1];
     }
     int status = 0;
     if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
