@@ -24,17 +24,13 @@ extern "C" KernelContext *cuda_context_create(void) {
     return kc;
 }
 
-/* After the model's buffers are freed: what the context itself holds (the workspace, the kept buffers, cuBLAS's
- * handle and workspace), then its stream. */
+/* After the model's buffers are freed: cuBLAS's handle, every allocation still in the context's table (the workspace
+ * and the buffers retired from it, the kept buffers, cuBLAS's workspace), then the stream. */
 extern "C" void cuda_context_free(KernelContext *kc) {
     if (!kc) return;
     CUDA_CHECK(cudaStreamSynchronize(kc->stream));
     if (kc->blas) CUBLAS_CHECK(cublasDestroy(kc->blas));
-    for (int i = 0; i < kc->ws_n_retired; i++) cuda_dev_free(kc, kc->ws_retired[i]);
-    cuda_dev_free(kc, kc->ws);
-    cuda_dev_free(kc, kc->lm_grad);
-    cuda_dev_free(kc, kc->sum_scratch);
-    for (int i = 0; i < CUDA_ALLOC_SLOTS; i++) /* cuBLAS's workspace: the one left */
+    for (int i = 0; i < CUDA_ALLOC_SLOTS; i++)
         if (kc->allocs[i].p) CUDA_CHECK(cudaFree(kc->allocs[i].p));
     CUDA_CHECK(cudaStreamDestroy(kc->stream));
     free(kc);
