@@ -150,17 +150,24 @@ __device__ __forceinline__ void attn_store_end() {
     bulk_wait<0>();
 }
 
-/* Descriptor of the k16 step kk of an R-row tile read K-major, starting at tile row row0 (a multiple of 8). */
+/* Descriptors of the k16 steps of head tiles. A matmul's loop-invariant operand (the A tile, the same on every
+ * block) builds each step's descriptor whole, which the compiler hoists out of the loop; the operand that changes
+ * with the pipeline's stage builds the tile's once and moves it by the step's byte offset (wgmma_desc_add), an
+ * addition per step. K-major, from tile row row0 (a multiple of 8) on: step kk is 32 (kk % 4) bytes into box kk / 4. */
 template <int HD, int R>
 __device__ __forceinline__ uint64_t attn_desc_k(const uint8_t *tile, int row0, int kk) {
     return wgmma_desc_sw128(tile + (kk >> 2) * AttnTile<HD, R>::kBoxBytes + row0 * 128 + (kk & 3) * 32, 16, 1024);
 }
-
-/* Descriptor of the k16 step kk (tile rows 16 kk .. 16 kk + 15) of an R-row tile read MN-major. */
 template <int HD, int R>
-__device__ __forceinline__ uint64_t attn_desc_mn(const uint8_t *tile, int kk) {
-    return wgmma_desc_sw128(tile + kk * 2048, AttnTile<HD, R>::kBoxBytes, 1024);
+__device__ __forceinline__ uint64_t attn_desc_k_step(uint64_t desc, int kk) {
+    return wgmma_desc_add(desc, (kk >> 2) * AttnTile<HD, R>::kBoxBytes + (kk & 3) * 32);
 }
+/* MN-major: step kk is tile rows 16 kk .. 16 kk + 15, 2048 bytes on. */
+template <int HD, int R>
+__device__ __forceinline__ uint64_t attn_desc_mn(const uint8_t *tile) {
+    return wgmma_desc_sw128(tile, AttnTile<HD, R>::kBoxBytes, 1024);
+}
+__device__ __forceinline__ uint64_t attn_desc_mn_step(uint64_t desc, int kk) { return wgmma_desc_add(desc, kk * 2048); }
 
 /* Shared-window address of the bf16 pair at (row, col) (col even) of a head tile of R rows. */
 template <int R>
@@ -173,9 +180,10 @@ __device__ __forceinline__ uint32_t attn_tile_addr(uint32_t tile, int row, int c
 template <int HD, int RA, int RB>
 __device__ __forceinline__ void attn_mma_abt(float *d, const uint8_t *a, int a_row0, const uint8_t *b) {
     static_assert(RB == 64 || RB == 128, "N = 64 or 128");
+    const uint64_t db0 = attn_desc_k<HD, RB>(b, 0, 0);
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++) {
-        const uint64_t da = attn_desc_k<HD, RA>(a, a_row0, kk), db = attn_desc_k<HD, RB>(b, 0, kk);
+        const uint64_t da = attn_desc_k<HD, RA>(a, a_row0, kk), db = attn_desc_k_step<HD, RB>(db0, kk);
         if constexpr (RB == 128)
             wgmma_m64n128k16<0, 0>(d, da, db, kk > 0);
         else
@@ -187,9 +195,10 @@ __device__ __forceinline__ void attn_mma_abt(float *d, const uint8_t *a, int a_r
  * R rows of a tile read MN-major. */
 template <int HD, int R>
 __device__ __forceinline__ void attn_mma_pv(float *d, const uint32_t *p, const uint8_t *v, bool accumulate) {
+    const uint64_t dv0 = attn_desc_mn<HD, R>(v);
 #pragma unroll
     for (int kk = 0; kk < R / 16; kk++) {
-        const uint64_t dv = attn_desc_mn<HD, R>(v, kk);
+        const uint64_t dv = attn_desc_mn_step(dv0, kk);
         const int acc = accumulate || kk > 0;
         if constexpr (HD == 128)
             wgmma_m64n128k16_rs<1>(d, p + 4 * kk, dv, acc);

@@ -178,6 +178,13 @@ __device__ __forceinline__ uint64_t wgmma_desc_sw128(const void *smem, uint32_t 
     return d;
 }
 
+/* A descriptor's start address moved by `bytes` (a multiple of 16): added to the low word only, where the address
+ * field is (a shared-memory address >> 4 fits its 14 bits, so the sum never carries into the next field), so that
+ * the compiler keeps the high word as it is. */
+__device__ __forceinline__ uint64_t wgmma_desc_add(uint64_t desc, uint32_t bytes) {
+    return (desc & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)desc + (bytes >> 4));
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
