@@ -95,9 +95,11 @@ struct AttnFwdBlocks {
 /* A block's online softmax (base 2) on its unscaled scores sc, an m64nBN fragment: on a masked block (MASKED) sets
  * the scores of the keys after each query to -inf, last[h] being the last key that the thread's row h (its first,
  * and the one 8 below) sees, less the block's first key; updates the running maxima m (scaled) and sums l, and
- * leaves P = 2^(s scale - m) in sc and the factor of the output so far in alpha. Every row has an unmasked key
- * (key 0) in block 0, which comes first, so the maxima are finite and a row with all keys of a later block masked
- * gets P = 0 and alpha = 1 there. */
+ * leaves P = 2^(s scale - m) in sc and the factor of the output so far in alpha. A row's m moves only when the
+ * block's maximum passes it by more than 8, so P stays at most 2^8, far inside bf16's and fp32's ranges, and alpha
+ * is exactly 1 on most blocks, where the caller skips the output's rescale. Every row has an unmasked key (key 0) in
+ * block 0, which comes first, so the maxima are finite and a row with all keys of a later block masked gets P = 0
+ * and alpha = 1 there. */
 template <int BN, bool MASKED>
 __device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, float *l, float *alpha, const int *last,
                                                        int lane, float scale_log2) {
@@ -112,8 +114,9 @@ __device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, floa
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
         const float mnew = fmaxf(m[hh], attn_quad_max(mx[hh]) * scale_log2);
-        alpha[hh] = attn_exp2(m[hh] - mnew);
-        m[hh] = mnew;
+        const bool up = mnew > m[hh] + 8.0f;
+        alpha[hh] = up ? attn_exp2(m[hh] - mnew) : 1.0f;
+        m[hh] = up ? mnew : m[hh];
         l[hh] *= alpha[hh];
     }
 #pragma unroll
@@ -258,8 +261,10 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
 #pragma unroll
             for (int i = 0; i < BN / 4; i++) reg_fence_u32(pa[i]);
             if (lane == 0) mbar_arrive(&v_empty[sp]);
+            if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) { /* a row of the warp moved */
 #pragma unroll
-            for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
+                for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
+            }
             attn_pack<BN>(sc, pa);
         }
         { /* the last block's P V, in one more turn */
