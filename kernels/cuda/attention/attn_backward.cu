@@ -124,8 +124,8 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
             mbar_arrive_expect_tx(kv_full, 2 * L::KV::kBytes);
             attn_load_tile<HD, BK>(sK, &p.qkv[1], kv_full, (p.Hq + kv) * HD, kb * BK, b);
             attn_load_tile<HD, BK>(sV, &p.qkv[1], kv_full, (p.Hq + p.Hkv + kv) * HD, kb * BK, b);
-            for (int it = 0; it < n_it; it++) {
-                const int s = it % S, h = kv * group + it / nq, qb = q_first + it % nq;
+            for (int it = 0, qi = 0, h = kv * group; it < n_it; it++, qi = qi + 1 == nq ? 0 : qi + 1, h += qi == 0) {
+                const int s = it % S, qb = q_first + qi;
                 const uint32_t ph = (it / S) & 1;
                 uint8_t *st = smem + L::oStage + s * L::kStageBytes;
                 mbar_wait(&empty[s], ph ^ 1);
@@ -164,8 +164,9 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         wgmma_commit();
     };
     const AttnTurns turns(c);
-    for (int it = 0; it < n_it; it++) {
-        const int s = it % S, h = kv * group + it / nq, qmin = (q_first + it % nq) * BQ;
+    /* iteration it is query block qi = it % nq of query head h = kv group + it / nq, counted rather than divided */
+    for (int it = 0, qi = 0, h = kv * group; it < n_it; it++, qi = qi + 1 == nq ? 0 : qi + 1, h += qi == 0) {
+        const int s = it % S, qmin = (q_first + qi) * BQ;
         const uint32_t ph = (it / S) & 1;
         const uint8_t *sQ = smem + L::oStage + s * L::kStageBytes, *sdy = sQ + L::Q::kBytes;
         /* the block's L and D at this thread's fragment columns (attn_dkdv_p, attn_dkdv_ds): L loaded first, so that
