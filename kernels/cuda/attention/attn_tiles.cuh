@@ -155,12 +155,16 @@ __device__ __forceinline__ void attn_store_end() {
  * with the pipeline's stage builds the tile's once and moves it by the step's byte offset (wgmma_desc_add), an
  * addition per step. K-major, from tile row row0 (a multiple of 8) on: step kk is 32 (kk % 4) bytes into box kk / 4. */
 template <int HD, int R>
+__device__ __forceinline__ int attn_k_step_bytes(int kk) {
+    return (kk >> 2) * AttnTile<HD, R>::kBoxBytes + (kk & 3) * 32;
+}
+template <int HD, int R>
 __device__ __forceinline__ uint64_t attn_desc_k(const uint8_t *tile, int row0, int kk) {
-    return wgmma_desc_sw128(tile + (kk >> 2) * AttnTile<HD, R>::kBoxBytes + row0 * 128 + (kk & 3) * 32, 16, 1024);
+    return wgmma_desc_sw128(tile + row0 * 128 + attn_k_step_bytes<HD, R>(kk), 16, 1024);
 }
 template <int HD, int R>
 __device__ __forceinline__ uint64_t attn_desc_k_step(uint64_t desc, int kk) {
-    return wgmma_desc_add(desc, (kk >> 2) * AttnTile<HD, R>::kBoxBytes + (kk & 3) * 32);
+    return wgmma_desc_add(desc, attn_k_step_bytes<HD, R>(kk));
 }
 /* MN-major: step kk is tile rows 16 kk .. 16 kk + 15, 2048 bytes on. */
 template <int HD, int R>
