@@ -138,9 +138,7 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
     }
 
     setmaxnreg_inc<240>();
-    /* c broadcast from lane 0, so that ptxas knows it (and what derives from it) is the same in the whole warp */
-    const int c = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128 - 1, 0), wtid = threadIdx.x & 127, warp = wtid >> 5,
-              lane = threadIdx.x & 31;
+    const int c = consumer_warpgroup(), wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
     const int row0 = 64 * c, key0 = kb * BK + row0;
     int key[2]; /* this thread's two keys */
     key[0] = key0 + 16 * warp + (lane >> 2);
@@ -288,9 +286,7 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
     }
 
     setmaxnreg_inc<240>();
-    /* c broadcast from lane 0, so that ptxas knows it (and what derives from it) is the same in the whole warp */
-    const int c = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128 - 1, 0), wtid = threadIdx.x & 127, warp = wtid >> 5,
-              lane = threadIdx.x & 31;
+    const int c = consumer_warpgroup(), wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
     const int row0 = 64 * c, q0 = qt * BM + row0;
     int q[2];
     float lr[2], dr[2];

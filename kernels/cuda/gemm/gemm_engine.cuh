@@ -174,8 +174,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
     } else {
         /* ---------------- consumer warpgroups: wgmma main loop, then the epilogue program */
         setmaxnreg_inc<232>();
-        const int c = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128 - 1, 0); /* warp-uniform to ptxas */
-        const int wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
+        const int c = consumer_warpgroup(), wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
         const bool leader = wtid == 0;
         /* Descriptor constants: LBO (next 64 of M/N; unused by K-major) and the k16 step, per operand. */
         constexpr uint32_t a_lbo = A_MN ? 8192 : 16, b_lbo = B_MN ? 8192 : 16;

@@ -1,7 +1,8 @@
 /* hopper_ptx.cuh: the sm_90a instructions the GEMM engine (kernels/cuda/gemm) and the attention kernels
  * (kernels/cuda/attention) are built from, as thin inline-PTX wrappers: mbarriers, TMA tile loads and stores
  * (cp.async.bulk.tensor), shared-memory access by address, wgmma shared-memory descriptors and wgmma.mma_async,
- * setmaxnreg, named barriers. Nothing here knows about tiles, epilogues or the backend. */
+ * setmaxnreg, the consumer warpgroup's index, named barriers. Nothing here knows about tiles, epilogues or the
+ * backend. */
 #ifndef HOPPER_PTX_CUH
 #define HOPPER_PTX_CUH
 
@@ -207,6 +208,11 @@ template <int R>
 __device__ __forceinline__ void setmaxnreg_dec() {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(R));
 }
+
+/* The index of the thread's consumer warpgroup, where warpgroup 0 is the producer: read from lane 0, so that ptxas
+ * knows it is the same in the whole warp. Derived from threadIdx.x directly, every branch and loop bound that depends
+ * on it gets WARPSYNCs and divergent-branch paths around the wgmmas. */
+__device__ __forceinline__ int consumer_warpgroup() { return __shfl_sync(0xffffffffu, (int)threadIdx.x / 128 - 1, 0); }
 
 /* Barrier `id` (1..15; 0 is __syncthreads) over `count` threads, a multiple of 32. */
 __device__ __forceinline__ void named_bar_sync(int id, int count) {
