@@ -106,6 +106,16 @@ __device__ __forceinline__ void attn_dkdv_ds(const float *pt, float *dpt, const 
     }
 }
 
+/* The dK/dV CTA's walk over its group's query heads and their query blocks: iteration it is query block qi = it % nq
+ * of query head h = (first head) + it / nq, counted rather than divided. */
+struct AttnDkdvWalk {
+    int qi, h;
+    __device__ void next(int nq) {
+        qi = qi + 1 == nq ? 0 : qi + 1;
+        h += qi == 0;
+    }
+};
+
 /* The dK/dV CTA of key block kb of KV head kv of sequence b. */
 template <int HD>
 __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *smem, int kv, int b, int kb) {
@@ -124,14 +134,15 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
             mbar_arrive_expect_tx(kv_full, 2 * L::KV::kBytes);
             attn_load_tile<HD, BK>(sK, &p.qkv[1], kv_full, (p.Hq + kv) * HD, kb * BK, b);
             attn_load_tile<HD, BK>(sV, &p.qkv[1], kv_full, (p.Hq + p.Hkv + kv) * HD, kb * BK, b);
-            for (int it = 0, qi = 0, h = kv * group; it < n_it; it++, qi = qi + 1 == nq ? 0 : qi + 1, h += qi == 0) {
-                const int s = it % S, qb = q_first + qi;
+            AttnDkdvWalk w = {0, kv * group};
+            for (int it = 0; it < n_it; it++, w.next(nq)) {
+                const int s = it % S, qb = q_first + w.qi;
                 const uint32_t ph = (it / S) & 1;
                 uint8_t *st = smem + L::oStage + s * L::kStageBytes;
                 mbar_wait(&empty[s], ph ^ 1);
                 mbar_arrive_expect_tx(&full[s], L::kStageBytes);
-                attn_load_tile<HD, BQ>(st, &p.qkv[BQ == 128], &full[s], h * HD, qb * BQ, b);
-                attn_load_tile<HD, BQ>(st + L::Q::kBytes, &p.dy[BQ == 128], &full[s], h * HD, qb * BQ, b);
+                attn_load_tile<HD, BQ>(st, &p.qkv[BQ == 128], &full[s], w.h * HD, qb * BQ, b);
+                attn_load_tile<HD, BQ>(st + L::Q::kBytes, &p.dy[BQ == 128], &full[s], w.h * HD, qb * BQ, b);
             }
         }
         return;
@@ -164,15 +175,15 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         wgmma_commit();
     };
     const AttnTurns turns(c);
-    /* iteration it is query block qi = it % nq of query head h = kv group + it / nq, counted rather than divided */
-    for (int it = 0, qi = 0, h = kv * group; it < n_it; it++, qi = qi + 1 == nq ? 0 : qi + 1, h += qi == 0) {
-        const int s = it % S, qmin = (q_first + qi) * BQ;
+    AttnDkdvWalk w = {0, kv * group};
+    for (int it = 0; it < n_it; it++, w.next(nq)) {
+        const int s = it % S, qmin = (q_first + w.qi) * BQ;
         const uint32_t ph = (it / S) & 1;
         const uint8_t *sQ = smem + L::oStage + s * L::kStageBytes, *sdy = sQ + L::Q::kBytes;
         /* the block's L and D at this thread's fragment columns (attn_dkdv_p, attn_dkdv_ds): L loaded first, so that
          * it arrives during the turn; D (beside L, S^T, dP^T, dK and dV, at head dim 64, it does not fit the
          * registers) prefetched into L1 (a line per lane of the first BQ / 32) and loaded after the exponentials */
-        const long ld_row = ((long)b * p.Hq + h) * p.Tpad + qmin;
+        const long ld_row = ((long)b * p.Hq + w.h) * p.Tpad + qmin;
         const float2 *Lq = reinterpret_cast<const float2 *>(p.L + ld_row) + (lane & 3);
         const float2 *Dq = reinterpret_cast<const float2 *>(p.D + ld_row) + (lane & 3);
         float2 lq[BQ / 8];
