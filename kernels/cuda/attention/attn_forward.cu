@@ -63,26 +63,27 @@ __device__ __forceinline__ int attn_fwd_tile_of_round(int r) {
  * BN = 128 the tiles are shifted back by the whole consumers' rows (64 each) that T leaves over in the last tile, so
  * that tile 0, the one with the fewest key blocks, takes them: its first 64 or 128 rows are before row 0, load as
  * zeros, and their consumers store nothing. Key blocks 0 .. n - 1 hold the keys up to the tile's last row (before T);
- * those from `masked` on hold keys after the tile's first row and take the causal mask (the diagonal block when
- * BM = BN, the last two when BM = 192 and BN = 128). The producer and the consumers count the same. With BM = BN each
+ * for a consumer, those with keys after its first row take the causal mask (the diagonal block when BM = BN; one or
+ * two of the last two when BM = 192 and BN = 128). The producer and the consumers count the same. With BM = BN each
  * is written in the closed form that qt BM < T allows. */
 template <int BM, int BN>
 struct AttnFwdBlocks {
-    int qt, first, n, masked; /* first: the query position of the tile's row 0, negative in a padded tile 0 */
+    int qt, first, n; /* first: the query position of the tile's row 0, negative in a padded tile 0 */
     __device__ AttnFwdBlocks(int tile, int n_qt, int T) : qt(tile) {
         if constexpr (BM == BN) {
             first = qt * BM;
             n = qt + 1;
-            masked = qt;
         } else {
             first = qt * BM - (n_qt * BM - T) / 64 * 64;
             n = min((first + BM - 1) / BN, (T - 1) / BN) + 1;
-            masked = max(first + 1, 0) / BN; /* the first block whose last key, j BN + BN - 1, is after row 0 */
         }
     }
-    __device__ bool is_masked(int j) const {
-        if constexpr (BM == BN) return j == qt; /* j < n = qt + 1 */
-        else return j >= masked;
+    /* The blocks that hold keys up to tile row `row` (a consumer's last): those after them are all masked for it. */
+    __device__ int n_upto(int row) const { return min(n, max(first + row, 0) / BN + 1); }
+    /* Whether block j holds keys after tile row `row` (a consumer's first): its last key, j BN + BN - 1, after it. */
+    __device__ bool is_masked(int j, int row) const {
+        if constexpr (BM == BN) return j == qt; /* j < n = qt + 1; the diagonal block has keys after both halves */
+        else return j * BN + BN - 1 > first + row;
     }
     /* The last key that the tile's row `row` sees, less the first key of masked block j; a row before position 0
      * sees key 0, so that its softmax stays finite. */
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
 
     /* ---------------- consumers: rows row0 .. row0 + 63 of each query tile */
     setmaxnreg_inc<L::kConsumerRegs>();
-    const int c = threadIdx.x / 128 - 1, wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
+    const int c = consumer_warpgroup(), wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
     const int row0 = 64 * c, qrow = row0 + 16 * warp + (lane >> 2); /* the thread's first row in a tile */
     int kvi = 0; /* K/V blocks consumed so far, over this CTA's tiles */
     for (int it = 0;; it++) {
@@ -203,7 +204,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
         if (k >= n_tiles) break;
         const AttnFwdTile t(k, p, n_qt);
         const Blocks blocks(t.qt, n_qt, p.T);
-        const int n_blocks = blocks.n;
+        const int n_blocks = blocks.n, n_mine = blocks.n_upto(row0 + 63); /* the consumer's blocks come first */
         uint8_t *sQt = sQ + qb * L::Q::kBytes;
 
         float o[HD / 2];
@@ -230,10 +231,10 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             attn_wgmma_wait<BN / 2>(sc);
             if (lane == 0) mbar_arrive(&k_empty[s]);
             const int last[2] = {blocks.last_key(0, qrow), blocks.last_key(0, qrow + 8)};
-            attn_fwd_softmax<BN>(sc, m, l, alpha, blocks.is_masked(0), last, lane, p.scale_log2);
+            attn_fwd_softmax<BN>(sc, m, l, alpha, blocks.is_masked(0, row0), last, lane, p.scale_log2);
             attn_pack<BN>(sc, pa);
         }
-        for (int j = 1; j < n_blocks; j++) {
+        for (int j = 1; j < n_mine; j++) {
             const int s = (kvi + j) % S, sp = (kvi + j - 1) % S;
             const uint32_t ph = ((kvi + j) / S) & 1, php = ((kvi + j - 1) / S) & 1;
             float sc[BN / 2], alpha[2];
@@ -252,7 +253,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
             if (lane == 0) mbar_arrive(&k_empty[s]);
             const int last[2] = {blocks.last_key(j, qrow), blocks.last_key(j, qrow + 8)};
-            attn_fwd_softmax<BN>(sc, m, l, alpha, blocks.is_masked(j), last, lane, p.scale_log2);
+            attn_fwd_softmax<BN>(sc, m, l, alpha, blocks.is_masked(j, row0), last, lane, p.scale_log2);
             /* the exponentials before the wait for P V (not sunk after it: they are what overlaps it), and pa live
              * until then (no temporary of the softmax may take the registers P V reads) */
 #pragma unroll
@@ -268,15 +269,29 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             attn_pack<BN>(sc, pa);
         }
         { /* the last block's P V, in one more turn */
-            const int sp = (kvi + n_blocks - 1) % S;
+            const int sp = (kvi + n_mine - 1) % S;
             turns.take();
-            mbar_wait(&v_full[sp], ((kvi + n_blocks - 1) / S) & 1);
+            mbar_wait(&v_full[sp], ((kvi + n_mine - 1) / S) & 1);
             wgmma_fence();
             attn_mma_pv<HD, BN>(o, pa, sV + sp * L::KV::kBytes, true);
             wgmma_commit();
             turns.last();
             attn_wgmma_wait<HD / 2>(o);
             if (lane == 0) mbar_arrive(&v_empty[sp]);
+        }
+        /* The tile's blocks after this consumer's last row (consumers before the last, at BM > BN): all masked for
+         * it, so it only takes their turns (the last consumer's chain counts n + 1 per consumer; last() is pass()
+         * for these consumers) and frees their stages once loaded, so that no arrival counts toward a stage's
+         * earlier use. */
+        for (int j = n_mine; j < n_blocks; j++) {
+            const int s = (kvi + j) % S;
+            const uint32_t ph = ((kvi + j) / S) & 1;
+            turns.take();
+            turns.pass();
+            mbar_wait(&k_full[s], ph);
+            if (lane == 0) mbar_arrive(&k_empty[s]);
+            mbar_wait(&v_full[s], ph);
+            if (lane == 0) mbar_arrive(&v_empty[s]);
         }
         kvi += n_blocks;
 
