@@ -198,7 +198,11 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
     setmaxnreg_inc<L::kConsumerRegs>();
     const int c = consumer_warpgroup(), wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
     const int row0 = 64 * c, qrow = row0 + 16 * warp + (lane >> 2); /* the thread's first row in a tile */
-    int kvi = 0; /* K/V blocks consumed so far, over this CTA's tiles */
+    int kvi = 0;        /* K/V blocks consumed so far, over this CTA's tiles */
+    /* The query buffer whose output store the storing thread has yet to see read: it waits for that in the next
+     * tile's first turn, not before it, and then frees the buffer. The last tile's buffer is never waited for by
+     * the producer, whose final wait is for the tile before it; the kernel's end waits for the writes. */
+    int stored_qb = -1;
     for (int it = 0;; it++) {
         const int k = attn_fwd_tile_of_round(it), qb = it % QB;
         mbar_wait(&q_full[qb], (it / QB) & 1);
@@ -229,6 +233,11 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             attn_mma_abt<HD, BM, BN>(sc, sQt, row0, sK + s * L::KV::kBytes);
             wgmma_commit();
             turns.pass();
+            if (stored_qb >= 0) { /* the previous tile's store has had this turn to read its buffer */
+                bulk_wait_read<0>();
+                mbar_arrive(&q_empty[stored_qb]);
+                stored_qb = -1;
+            }
             attn_wgmma_wait<BN / 2>(sc);
             if (lane == 0) mbar_arrive(&k_empty[s]);
             const int last[2] = {blocks.last_key(0, qrow), blocks.last_key(0, qrow + 8)};
@@ -314,9 +323,8 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             if (blocks.first + row0 >= 0) { /* not rows before position 0 */
                 attn_store_rows<HD, BM>(&p.y, sQt, row0, t.h * HD, blocks.first + row0, t.b);
                 bulk_commit();
-                bulk_wait_read<0>();
             }
-            mbar_arrive(&q_empty[qb]);
+            stored_qb = qb;
         }
     }
     if (wtid == 0) bulk_wait<0>(); /* the last output's writes */
