@@ -198,7 +198,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
     setmaxnreg_inc<L::kConsumerRegs>();
     const int c = consumer_warpgroup(), wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
     const int row0 = 64 * c, qrow = row0 + 16 * warp + (lane >> 2); /* the thread's first row in a tile */
-    int kvi = 0;        /* K/V blocks consumed so far, over this CTA's tiles */
+    int kvi = 0; /* K/V blocks consumed so far, over this CTA's tiles */
     /* The query buffer whose output store the storing thread has yet to see read: it waits for that in the next
      * tile's first turn, not before it, and then frees the buffer. The last tile's buffer is never waited for by
      * the producer, whose final wait is for the tile before it; the kernel's end waits for the writes. */
