@@ -182,3 +182,6 @@ if __name__ == "__main__":
         how = "terminated (SIGTERM)" if isinstance(e, Terminated) else "interrupted"
         print(f"\nprepare_data.py: {how}: the complete shards are kept; the same command resumes", file=sys.stderr)
         sys.exit(143 if isinstance(e, Terminated) else 130)
+    # the run is complete: a SIGTERM from here on ends the process as by default, not with a traceback from the
+    # interpreter's exit handlers (and a status of 0)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)

@@ -329,12 +329,18 @@ def check_failed_runs(tmp, args, straight):
     check(rc == 1 and "inputs differ" in log and "--overwrite" in log,
           "a rerun with other inputs after a failed run that completed shards is refused" + ("" if rc else ": exit 0"))
 
-    whole = ["--text", large, "--tokenizer", tokenizer, "--shard-tokens", 10**7]
+    # ten times the large corpus, so that a run cannot end before the stop reaches it even on a loaded machine (the
+    # large one alone takes well under a second)
+    ten = os.path.join(tmp, "large_x10.jsonl")
+    open(ten, "w").write(open(large).read() * 10)
+    whole = ["--text", ten, "--tokenizer", tokenizer, "--shard-tokens", 10**7]
     stopped = os.path.join(tmp, "stopped")
     process, record = stop_after_shards(whole, stopped, 0)
+    ended = process.poll() is not None
     status, err = continue_run(process, signal.SIGTERM)
-    check(record is not None and status == 143 and "terminated" in err and not os.path.exists(stopped),
+    check(record is not None and not ended and status == 143 and "terminated" in err and not os.path.exists(stopped),
           "a run stopped by SIGTERM before its first shard: exit status 143, nothing left"
+          + (": the run ended before the stop reached it" if ended else "")
           + ("" if status == 143 else f": [{status}] {err[-200:]}"))
     killed = os.path.join(tmp, "killed")
     process, record = stop_after_shards(whole, killed, 0)
