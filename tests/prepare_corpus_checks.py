@@ -11,6 +11,7 @@ import glob
 import gzip
 import json
 import os
+import shutil
 import signal
 import struct
 import subprocess
@@ -182,22 +183,28 @@ def check_tokens(tmp, inputs, records, kind, tokenizer, encode):
           f"{kind}: the directory holds exactly meta.json and the shards")
 
 
-def stop_after_shards(args, out, shards):
+def stop_after_shards(args, out, shards, attempts=3):
     """Starts prepare_data.py and stops it (SIGSTOP, with its workers) once its progress.json lists that many train
-    shards (0: once it exists); returns the process (stopped, or ended on its own) and the last progress record read."""
-    process = subprocess.Popen(command(args + ["--out", out]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                               text=True, start_new_session=True)
-    record, deadline = None, time.monotonic() + 120
-    while process.poll() is None and time.monotonic() < deadline:
-        try:
-            record = json.load(open(os.path.join(out, "progress.json")))
-        except (OSError, ValueError):
-            record = None
-        if record and len(record["splits"]["train"]["files"]) >= shards:
-            os.killpg(process.pid, signal.SIGSTOP)
-            break
-        time.sleep(0.005)
-    return process, record
+    shards (0: once it exists); returns the process (stopped, or ended on its own) and the last progress record read.
+    A run that ends before the stop reaches it (on a loaded machine this test can be held up for longer than a short
+    run takes) is started again on a fresh out, up to attempts runs in all."""
+    for attempt in range(attempts):
+        process = subprocess.Popen(command(args + ["--out", out]), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   text=True, start_new_session=True)
+        record, deadline = None, time.monotonic() + 120
+        while process.poll() is None and time.monotonic() < deadline:
+            try:
+                record = json.load(open(os.path.join(out, "progress.json")))
+            except (OSError, ValueError):
+                record = None
+            if record and len(record["splits"]["train"]["files"]) >= shards:
+                os.killpg(process.pid, signal.SIGSTOP)
+                break
+            time.sleep(0.005)
+        if process.poll() is None or attempt == attempts - 1:
+            return process, record
+        process.stderr.close()
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def kill_after_shards(args, out, shards):
