@@ -23,7 +23,7 @@ steps from outside), so the PyTorch step is timed the same way (timing.time_step
 the step; the table gives the median over the --steps steps after the same --warmup steps. Then the PyTorch step's
 top kernels (torch.profiler, one step). MFU = model FLOPs / (time * peak bf16 dense FLOP/s), with model FLOPs per
 token = 6 * parameters + 6 * layers * Hq * hd * T (the causal half of the attention matmuls, forward and backward)
-and the peak 989 TFLOP/s (H100 SXM and H200 datasheets). Peak memory: ./train's tracked allocations,
+and the peak 989.4 TFLOP/s (H100 SXM and H200, as model/flops.c has it). Peak memory: ./train's tracked allocations,
 torch.cuda.max_memory_allocated for PyTorch (neither counts the CUDA context).
 """
 import argparse
@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import timing  # noqa: E402
 from reference import Llama, model_config  # noqa: E402  (the one PyTorch model of the project)
 
-PEAK_FLOPS = 989e12
+PEAK_FLOPS = 989.4e12  # model/flops.c's H100 SXM and H200 peak, so the MFU is ./train's
 SHAPES = [("configs/llama3_1b.json", 4, 2048), ("configs/llama3_1b.json", 8, 2048), ("configs/llama3_1b.json", 1, 8192),
           ("configs/llama3_3b.json", 2, 2048)]
 
