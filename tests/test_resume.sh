@@ -163,7 +163,7 @@ same_run "$TMP/sigref" "$TMP/sig" plain
 
 # 6b. SIGINT during the last step: the run is complete, and it says so (not "continue with --resume"). The signal
 # lands while the checkpoint of step 5 pauses in its snapshot (the test hook), so that the stop is seen after step 6.
-TRAIN_TEST_CHECKPOINT_PAUSE_MS=1500 "$TRAIN" "${LONG[@]}" -n 6 --checkpoint-every 5 -o "$TMP/siglast" \
+TRAIN_TEST_CHECKPOINT_PAUSE_MS=3000 "$TRAIN" "${LONG[@]}" -n 6 --checkpoint-every 5 -o "$TMP/siglast" \
     >"$TMP/siglast.out" 2>"$TMP/siglast.err" &
 pid=$!
 for _ in $(seq 200); do grep -qs "test pause: snapshot of step 5" "$TMP/siglast.err" && break; sleep 0.05; done
