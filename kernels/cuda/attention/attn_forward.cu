@@ -1,16 +1,15 @@
 /* attn_forward.cu: causal grouped-query attention forward on Hopper, head dim 64 and 128 (docs/DESIGN.md,
- * "Attention"). Persistent CTAs, one per SM, each taking (query tile, query head, sequence) tiles in turn, the
- * longest first, in a fixed order that evens out their work. A producer warpgroup whose one thread loads each tile's
- * queries into one of two buffers (the next tile's while this one's output is stored) and its K and V blocks of 128
- * keys by TMA into a ring of stages; NC consumer warpgroups (3 at head dim 64, 2 at 128), 64 queries each, computing
- * S = Q K^T on wgmma from shared memory, the online softmax (base 2) in registers, and O += P V with P as the
- * register A operand, V read MN-major from the same tile the load wrote. The consumers take turns at the tensor cores
- * (round robin), and each runs a block's softmax while its previous block's P V completes. A consumer masks only the
- * key blocks past its own first query and computes none past its own last; blocks past the tile's last query are
- * never loaded. The 192-query tiles end at the
- * sequence's end, and the rows that T leaves over pad the start of tile 0 (AttnFwdBlocks). The output goes through the
- * consumer's own query rows in shared memory to one TMA store; lse (natural log) is kept for the backward. K/V are
- * read in place for every query head of their group. */
+ * "Attention"). Persistent CTAs, one per SM, each taking (query tile, query head, sequence) tiles in turn, the longest
+ * first, in a fixed order that evens out their work. A producer warpgroup whose one thread loads each tile's queries
+ * into one of two buffers (the next tile's while this one's output is stored) and its K and V blocks of 128 keys by
+ * TMA into a ring of stages; NC consumer warpgroups (3 at head dim 64, 2 at 128), 64 queries each, computing S = Q K^T
+ * on wgmma from shared memory, the online softmax (base 2) in registers, and O += P V with P as the register A
+ * operand, V read MN-major from the same tile the load wrote. The consumers take turns at the tensor cores (round
+ * robin), and each runs a block's softmax while its previous block's P V completes. A consumer masks only the key
+ * blocks past its own first query and computes none past its own last; blocks past the tile's last query are never
+ * loaded. The 192-query tiles end at the sequence's end, and the rows that T leaves over pad the start of tile 0
+ * (AttnFwdBlocks). The output goes through the consumer's own query rows in shared memory to one TMA store; lse
+ * (natural log) is kept for the backward. K/V are read in place for every query head of their group. */
 #include "kernels/cuda/attention/attn_tiles.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
