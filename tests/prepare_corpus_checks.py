@@ -312,20 +312,13 @@ def check_failed_runs(tmp, args, straight):
     shard; one that fails or is stopped (SIGTERM) before its first shard leaves nothing, and one killed then (SIGKILL)
     does not stop a rerun with other inputs. ("Before its first shard": shards larger than the corpus.)"""
     large, tokenizer = args[args.index("--text") + 1], args[args.index("--tokenizer") + 1]
-    # ten times the large corpus for the runs stopped here, so that a run cannot get past the point of the check
-    # before the stop reaches it even on a loaded machine (the large one alone takes well under a second)
-    ten = os.path.join(tmp, "large_x10.jsonl")
-    open(ten, "w").write(open(large).read() * 10)
     gone = os.path.join(tmp, "gone.jsonl")
     failed = os.path.join(tmp, "failed")
-    # --val-fraction 0.01: the validation records are the last 18, all of gone's, and the training split takes the
-    # rest of them, so that neither split is complete before gone is read
-    settings = ["--val-fraction", 0.01, "--tokenizer", tokenizer, "--workers", 1]
     for shards, out in ((2, failed), (0, failed + "_early")):
         open(gone, "w").write('{"text": "read after the other file"}\n' * 50)
         shard_tokens = LARGE_SHARD_TOKENS if shards else 10**7
-        process, record = stop_after_shards(["--text", ten, gone, "--shard-tokens", shard_tokens] + settings, out,
-                                            shards)
+        process, record = stop_after_shards(["--text", large, gone, "--tokenizer", tokenizer, "--shard-tokens",
+                                             shard_tokens, "--workers", 1], out, shards)
         ended = process.poll() is not None
         os.remove(gone)
         status, err = continue_run(process)
@@ -341,11 +334,11 @@ def check_failed_runs(tmp, args, straight):
               f"a run whose input disappears {f'after {shards} shards' if shards else 'before its first shard'}: exit "
               f"status 1 naming it; {expected}" + (": the run ended before the stop reached it" if ended else "")
               + ("" if status == 1 and ok else f": [{status}] {names} {err[-300:]}"))
-    rc, log = run(["--text", ten, "--shard-tokens", LARGE_SHARD_TOKENS] + settings + ["--out", failed])
+    rc, log = run(args + ["--out", failed])
     check(rc == 1 and "inputs differ" in log and "--overwrite" in log,
           "a rerun with other inputs after a failed run that completed shards is refused" + ("" if rc else ": exit 0"))
 
-    whole = ["--text", ten, "--tokenizer", tokenizer, "--shard-tokens", 10**7]
+    whole = ["--text", large, "--tokenizer", tokenizer, "--shard-tokens", 10**7]
     stopped = os.path.join(tmp, "stopped")
     process, record = stop_after_shards(whole, stopped, 0)
     ended = process.poll() is not None
