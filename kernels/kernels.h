@@ -65,7 +65,8 @@ typedef enum KernelOp {
     KOP_ACT_FROM_F32, KOP_ACT_TO_F32, KOP_EMBED_NORM, KOP_GEMM_RESIDUAL_NORM, KOP_GEMM_ROPE, KOP_GEMM_SWIGLU,
     KOP_GEMM_ROWSCALE, KOP_ATTENTION_FORWARD, KOP_KV_CACHE_APPEND, KOP_ATTENTION_CACHED, KOP_LM_HEAD_LOSS,
     KOP_LM_HEAD_TRAIN, KOP_GEMM_NORM_BACKWARD, KOP_GEMM_SWIGLU_BACKWARD, KOP_GEMM_DX, KOP_GEMM_DW,
-    KOP_ATTENTION_BACKWARD, KOP_EMBED_BACKWARD, KOP_SUM_SQUARES, KOP_SUM, KOP_CLIP_SCALE, KOP_ADAMW
+    KOP_ATTENTION_BACKWARD, KOP_EMBED_BACKWARD, KOP_SUM_SQUARES, KOP_SUM, KOP_CLIP_SCALE, KOP_ADAMW,
+    KOP_MASTER_FROM_F32, KOP_MASTER_TO_F32, KOP_ADAMW_SPLIT
 } KernelOp;
 
 typedef struct KernelCall {
@@ -137,6 +138,11 @@ typedef struct Kernels {
     void (*copy_to_host)(KernelContext *kc, void *host_dst, const void *src, size_t bytes);
     void (*act_from_f32)(KernelContext *kc, void *dst_act, const float *host_src, size_t n); /* rounds on bf16 */
     void (*act_to_f32)(KernelContext *kc, float *host_dst, const void *src_act, size_t n);
+    /* Master weights kept split (kernels/master_split.h), in the tables whose working copy is bf16; NULL in a table
+     * that keeps them whole in fp32 (the CPU's). From host fp32: working gets each weight's bf16, lo its low half;
+     * to host fp32: the halves joined. Through the staging of act_from_f32 and act_to_f32. */
+    void (*master_from_f32)(KernelContext *kc, uint16_t *lo, void *working, const float *host_src, size_t n);
+    void (*master_to_f32)(KernelContext *kc, float *host_dst, const void *working, const uint16_t *lo, size_t n);
     void (*synchronize)(KernelContext *kc);
     /* Host memory that copies from the backend's memory run fastest into (page-locked on the GPU, plain on the CPU),
      * for the checkpoint snapshot; NULL when the host has not the memory. */
@@ -281,6 +287,10 @@ typedef struct Kernels {
      * p -= step_size * m / (sqrt(v) / bc2_sqrt + eps); then working = act(p). master/m/v/grad fp32, working act. */
     void (*adamw)(KernelContext *kc, float *master, void *working, const float *grad, float *m, float *v, size_t n,
                   const AdamwScalars *s, const float *grad_scale);
+    /* adamw on split master weights (master_from_f32): p = master_join(working, lo) before, and after, the updated p
+     * stored as its halves, working (its bf16, as adamw writes it) and lo. NULL where master_from_f32 is. */
+    void (*adamw_split)(KernelContext *kc, uint16_t *lo, void *working, const float *grad, float *m, float *v,
+                        size_t n, const AdamwScalars *s, const float *grad_scale);
 
     /* ---- memory: the preflight and reporting ---- */
 

@@ -38,6 +38,13 @@ static void rec_act_to_f32(KernelContext *kc, float *host_dst, const void *src_a
     record(kc, (KernelCall){.op = KOP_ACT_TO_F32, .n = n});
 }
 
+static void rec_master_from_f32(KernelContext *kc, uint16_t *lo, void *working, const float *host_src, size_t n) {
+    record(kc, (KernelCall){.op = KOP_MASTER_FROM_F32, .n = n});
+}
+static void rec_master_to_f32(KernelContext *kc, float *host_dst, const void *working, const uint16_t *lo, size_t n) {
+    record(kc, (KernelCall){.op = KOP_MASTER_TO_F32, .n = n});
+}
+
 /* ---- the operations: their calls described ---- */
 
 static void rec_embed_norm(KernelContext *kc, const int32_t *tokens, const void *E, const float *gamma, float eps,
@@ -128,6 +135,11 @@ static void rec_adamw(KernelContext *kc, float *master, void *working, const flo
     record(kc, (KernelCall){.op = KOP_ADAMW, .n = n});
 }
 
+static void rec_adamw_split(KernelContext *kc, uint16_t *lo, void *working, const float *grad, float *m, float *v,
+                            size_t n, const AdamwScalars *s, const float *grad_scale) {
+    record(kc, (KernelCall){.op = KOP_ADAMW_SPLIT, .n = n});
+}
+
 Kernels kernels_recording(KernelsRecord *rec, const Kernels *of) {
     *rec = (KernelsRecord){.of = of};
     return (Kernels){
@@ -143,6 +155,8 @@ Kernels kernels_recording(KernelsRecord *rec, const Kernels *of) {
         .copy_to_host = rec_copy_to_host,
         .act_from_f32 = rec_act_from_f32,
         .act_to_f32 = rec_act_to_f32,
+        .master_from_f32 = of->master_from_f32 ? rec_master_from_f32 : NULL,
+        .master_to_f32 = of->master_to_f32 ? rec_master_to_f32 : NULL,
         .synchronize = rec_synchronize,
 
         .embed_norm = rec_embed_norm,
@@ -167,5 +181,6 @@ Kernels kernels_recording(KernelsRecord *rec, const Kernels *of) {
         .sum = rec_sum,
         .clip_scale = rec_clip_scale,
         .adamw = rec_adamw,
+        .adamw_split = of->adamw_split ? rec_adamw_split : NULL,
     };
 }

@@ -15,6 +15,8 @@ static int run_paths(Model *m) {
     const int B = m->B, T = m->T;
     static const float one_weight = 1.0f;
     model_set_master(m, &one_weight, 0, 1);
+    float weight_back;
+    model_master_to_host(m, &weight_back, 0, 1); /* a checkpoint's snapshot and an export read them so */
     const TrainConfig t = {0};
     for (int accum = 1; accum <= 3; accum += 2) { /* three micro-batches: the first writes, the next add */
         TrainStep s;

@@ -85,7 +85,7 @@ static const void *W(const Model *m, ParamKind kind, int layer) {
     return (const char *)m->weights + view_of(m, kind, layer)->offset * m->k->act_bytes;
 }
 static const float *gamma_of(const Model *m, ParamKind kind, int layer) {
-    return m->master + view_of(m, kind, layer)->offset;
+    return m->master + (view_of(m, kind, layer)->offset - m->master_first); /* the norms are never decayed */
 }
 static float *grad_of(const Model *m, ParamKind kind, int layer) { return m->grads + view_of(m, kind, layer)->offset; }
 static ParamKind lm_head_kind(const Model *m) {
@@ -159,11 +159,18 @@ static size_t stats_scale_at(const Model *m) { return stats_count(m) * sizeof(do
 static size_t stats_scalars_at(const Model *m) { return stats_scale_at(m) + 16; }
 static size_t stats_bytes(const Model *m) { return stats_scalars_at(m) + 2 * sizeof(AdamwScalars); }
 
+/* Whether m's table keeps the decayed parameters' master weights split (model.h), and the bytes of their low halves
+ * at the start of the master buffer (the fp32 rest after them). */
+static int keeps_split(const Model *m) { return m->k->adamw_split != NULL; }
+static size_t master_lo_bytes(const Model *m) {
+    return keeps_split(m) ? size_add(size_mul(m->table.n_decay, sizeof(uint16_t)), 255) / 256 * 256 : 0;
+}
+
 /* The sizes of the backend buffers of m (its cfg, k, B, T, table and layers set): the one list that model_create
  * allocates and model_memory counts. */
 static void buffer_sizes(Model *m, size_t bytes[N_BUFS]) {
-    const size_t n = m->table.n_params;
-    bytes[BUF_MASTER] = size_mul(n, sizeof(float));
+    const size_t n = m->table.n_params, first = keeps_split(m) ? m->table.n_decay : 0;
+    bytes[BUF_MASTER] = size_add(master_lo_bytes(m), size_mul(n - first, sizeof(float)));
     bytes[BUF_WEIGHTS] = size_mul(n, m->k->act_bytes);
     bytes[BUF_GRADS] = size_mul(n, sizeof(float));
     bytes[BUF_STATS] = stats_bytes(m);
@@ -306,7 +313,9 @@ int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, Kerne
             model_destroy(m);
             return -1;
         }
-    m->master = buf[BUF_MASTER];
+    m->master_first = keeps_split(m) ? m->table.n_decay : 0;
+    m->master_lo = keeps_split(m) ? buf[BUF_MASTER] : NULL;
+    m->master = (float *)((char *)buf[BUF_MASTER] + master_lo_bytes(m));
     m->weights = buf[BUF_WEIGHTS];
     m->grads = buf[BUF_GRADS];
     m->stats = buf[BUF_STATS];
@@ -355,7 +364,7 @@ int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int 
 void model_destroy(Model *m) {
     if (!m->k) return;
     const Kernels *k = m->k;
-    k->free(m->kc, m->master);
+    k->free(m->kc, m->master_lo ? (void *)m->master_lo : m->master);
     k->free(m->kc, m->weights);
     k->free(m->kc, m->grads);
     k->free(m->kc, m->adam_m);
@@ -372,9 +381,27 @@ void model_destroy(Model *m) {
     memset(m, 0, sizeof(*m));
 }
 
+/* [offset, offset + n) in two parts: [offset, offset + n_split) split, the rest whole in fp32. */
+static size_t split_part(const Model *m, size_t offset, size_t n) {
+    return offset < m->master_first ? (m->master_first - offset < n ? m->master_first - offset : n) : 0;
+}
+
 void model_set_master(Model *m, const float *host, size_t offset, size_t n) {
-    m->k->copy_to_device(m->kc, m->master + offset, host, n * sizeof(float));
-    m->k->act_from_f32(m->kc, (char *)m->weights + offset * m->k->act_bytes, host, n);
+    const size_t ns = split_part(m, offset, n);
+    char *working = (char *)m->weights + offset * m->k->act_bytes;
+    if (ns) m->k->master_from_f32(m->kc, m->master_lo + offset, working, host, ns);
+    if (n > ns) {
+        m->k->copy_to_device(m->kc, m->master + (offset + ns - m->master_first), host + ns, (n - ns) * sizeof(float));
+        m->k->act_from_f32(m->kc, working + ns * m->k->act_bytes, host + ns, n - ns);
+    }
+}
+
+void model_master_to_host(const Model *m, float *host, size_t offset, size_t n) {
+    const size_t ns = split_part(m, offset, n);
+    if (ns) m->k->master_to_f32(m->kc, host, (const char *)m->weights + offset * m->k->act_bytes, m->master_lo + offset,
+                                ns);
+    if (n > ns)
+        m->k->copy_to_host(m->kc, host + ns, m->master + (offset + ns - m->master_first), (n - ns) * sizeof(float));
 }
 
 void model_init_weights(Model *m, uint64_t seed) {

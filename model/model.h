@@ -72,7 +72,14 @@ typedef struct Model {
     ParamTable table;
     int B, T;              /* the largest batch the arena holds */
     /* parameter-shaped buffers */
-    float *master;         /* fp32 master weights */
+    /* The fp32 master weights. With a table that keeps them split (Kernels.adamw_split: a bf16 working copy), those
+     * of the decayed parameters, 0 .. n_decay - 1, are their working copy's bf16 with master_lo beside it
+     * (kernels/master_split.h), and master holds the rest (the norm weights, which the kernels read in fp32):
+     * master[i - master_first] is parameter i's for i >= master_first (0, or n_decay when split). Read and written
+     * whole through model_master_to_host and model_set_master. */
+    float *master;
+    size_t master_first;
+    uint16_t *master_lo;   /* [n_decay] when split, else NULL */
     void *weights;         /* act working copy used by the kernels */
     float *grads, *adam_m, *adam_v;
     /* activations */
@@ -122,7 +129,7 @@ int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, Kerne
 
 /* The backend memory of a model, by kind, in bytes (saturating at SIZE_MAX for configs beyond any machine). */
 typedef struct ModelMemory {
-    size_t params;      /* fp32 master weights and the working copy */
+    size_t params;      /* fp32 master weights (or their low halves, split) and the working copy */
     size_t grads;       /* fp32 gradients and the per-layer sums of squares */
     size_t adam;        /* AdamW's m and v */
     size_t activations; /* the activation arena */
@@ -150,8 +157,11 @@ void model_destroy(Model *m);
 /* The documented init: every matrix element ~ N(0, initializer_range) (the normal number of index = the element's
  * offset in the master buffer, stream = seed), every norm weight 1; Adam moments zero. */
 void model_init_weights(Model *m, uint64_t seed);
-/* Sets master weights [offset, offset+n) from host fp32 values and refreshes the working copy of that range. */
+/* Sets master weights [offset, offset+n) from host fp32 values and refreshes the working copy of that range (a split
+ * master moves a value whose low half is a bf16 tie by one ulp: kernels/master_split.h). */
 void model_set_master(Model *m, const float *host, size_t offset, size_t n);
+/* Copies master weights [offset, offset+n) into host fp32 (joined where split). */
+void model_master_to_host(const Model *m, float *host, size_t offset, size_t n);
 
 /* The view of a name ("layers.3.wqkv"), or NULL. */
 const ParamView *param_table_find(const ParamTable *t, const char *name);

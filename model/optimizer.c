@@ -33,9 +33,13 @@ void optimizer_queue(Model *m, const TrainConfig *t, int n_loss) {
     size_t n = m->table.n_params, nd = m->table.n_decay, ab = k->act_bytes;
     m->n_sq = model_queue_grad_squares(m);
     k->clip_scale(m->kc, m->stats + 1 - n_loss, n_loss, m->n_sq, t->grad_clip, m->clip_scale);
-    k->adamw(m->kc, m->master, m->weights, m->grads, m->adam_m, m->adam_v, nd, &m->adam_scalars[0], m->clip_scale);
-    k->adamw(m->kc, m->master + nd, (char *)m->weights + nd * ab, m->grads + nd, m->adam_m + nd, m->adam_v + nd, n - nd,
-             &m->adam_scalars[1], m->clip_scale);
+    if (m->master_lo) /* split master weights: the decayed ones are exactly the split ones */
+        k->adamw_split(m->kc, m->master_lo, m->weights, m->grads, m->adam_m, m->adam_v, nd, &m->adam_scalars[0],
+                       m->clip_scale);
+    else
+        k->adamw(m->kc, m->master, m->weights, m->grads, m->adam_m, m->adam_v, nd, &m->adam_scalars[0], m->clip_scale);
+    k->adamw(m->kc, m->master + (nd - m->master_first), (char *)m->weights + nd * ab, m->grads + nd, m->adam_m + nd,
+             m->adam_v + nd, n - nd, &m->adam_scalars[1], m->clip_scale);
 }
 
 void optimizer_read(Model *m, double *loss_sum, double *norm) {

@@ -232,7 +232,7 @@ int checkpoint_snapshot_take(CheckpointSnapshot *snap, const Model *m, const Con
                              char *err, size_t errlen) {
     const size_t bytes = m->table.n_params * sizeof(float);
     snap->state = *s;
-    m->k->copy_to_host(m->kc, snap->master, m->master, bytes);
+    model_master_to_host(m, snap->master, 0, m->table.n_params);
     test_pause(snap, "snapshot");
     m->k->copy_to_host(m->kc, snap->adam_m, m->adam_m, bytes);
     m->k->copy_to_host(m->kc, snap->adam_v, m->adam_v, bytes);
@@ -261,7 +261,7 @@ static int write_files(const char *dir, const CheckpointSnapshot *snap, char *er
     const int bf16 = snap->bf16_export;
     char path[CHECKPOINT_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/model.safetensors", dir);
-    const HfMaster src = {snap->model, snap->table, snap->master, NULL, NULL};
+    const HfMaster src = {snap->model, snap->table, snap->master, NULL};
     uint32_t crc;
     uint64_t bytes;
     if (hf_export_master(&src, path, bf16 ? ST_BF16 : ST_F32, &crc, &bytes, err, errlen)) return -1;

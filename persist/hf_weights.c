@@ -102,11 +102,9 @@ int hf_export_master(const HfMaster *src, const char *path, StDtype dtype, uint3
         size_t cols = (size_t)t->cols;
         for (size_t r0 = 0; r0 < (size_t)t->rows; r0 += x.chunk_rows) {
             RowChunk ch = chunk_at(t, r0, x.chunk_rows);
-            const float *span = src->master + v->offset + ch.lo * cols;
-            if (src->copy) {
-                src->copy(src->kc, x.span, span, (ch.hi - ch.lo) * cols * sizeof(float));
-                span = x.span;
-            }
+            const float *span = x.span;
+            if (src->master) span = src->master + v->offset + ch.lo * cols;
+            else model_master_to_host(src->model, x.span, v->offset + ch.lo * cols, (ch.hi - ch.lo) * cols);
             for (size_t r = ch.r0; r < ch.r1; r++)
                 memcpy(x.rows + (r - ch.r0) * cols, span + (hf_internal_row(t, r) - ch.lo) * cols,
                        cols * sizeof(float));
@@ -126,7 +124,7 @@ done:
 }
 
 int hf_export_weights(const Model *m, const char *path, StDtype dtype, char *err, size_t errlen) {
-    const HfMaster src = {&m->cfg, &m->table, m->master, m->k->copy_to_host, m->kc};
+    const HfMaster src = {&m->cfg, &m->table, NULL, m};
     return hf_export_master(&src, path, dtype, NULL, NULL, err, errlen);
 }
 
@@ -312,9 +310,8 @@ static int load_tensor(Model *m, const char *dir, StFile *f, const StTensorInfo 
         if (st_read_f32(f, info, ch.r0 * cols, n_rows * cols, x->rows, err, errlen) ||
             check_finite(dir, t, ch.r0 * cols, x->rows, n_rows * cols, err, errlen))
             return -1;
-        float *dst = m->master + v->offset + ch.lo * cols;
         /* the span also holds rows of another HF tensor (gate/up): keep them */
-        if (span_rows != n_rows) m->k->copy_to_host(m->kc, x->span, dst, span_rows * cols * sizeof(float));
+        if (span_rows != n_rows) model_master_to_host(m, x->span, v->offset + ch.lo * cols, span_rows * cols);
         for (size_t r = ch.r0; r < ch.r1; r++)
             memcpy(x->span + (hf_internal_row(t, r) - ch.lo) * cols, x->rows + (r - ch.r0) * cols,
                    cols * sizeof(float));

@@ -18,9 +18,8 @@
 typedef struct HfMaster {
     const ModelConfig *cfg;
     const ParamTable *table;
-    const float *master;
-    void (*copy)(KernelContext *kc, void *host_dst, const void *src, size_t bytes);
-    KernelContext *kc;
+    const float *master; /* host fp32 master weights, or NULL: then model's, read in pieces */
+    const Model *model;
 } HfMaster;
 
 /* Writes path (a new file; fsync'd) with the weights in dtype (ST_F32, ST_BF16 or ST_F16); crc and bytes (when not

@@ -133,13 +133,12 @@ typedef void (*Consume)(void *ctx, const void *p, size_t offset, size_t n);
 
 typedef struct DeviceTarget {
     Model *m;
-    float *dst;    /* master (through model_set_master) or an Adam buffer */
-    int is_master;
+    float *dst;    /* an Adam buffer, or NULL: the master weights (through model_set_master) */
 } DeviceTarget;
 
 static void consume_device(void *ctx, const void *p, size_t offset, size_t n) {
     DeviceTarget *t = ctx;
-    if (t->is_master) model_set_master(t->m, p, offset / 4, n / 4);
+    if (!t->dst) model_set_master(t->m, p, offset / 4, n / 4);
     else
         t->m->k->copy_to_device(t->m->kc, t->dst + offset / 4, p, n);
 }
@@ -290,14 +289,14 @@ static int read_master(In *in, Model *m, StateInfo *info, char *err, size_t errl
         info->weights_crc = get_u32(ref + 8);
         return 0;
     }
-    DeviceTarget master = {m, m->master, 1};
+    DeviceTarget master = {m, NULL};
     return read_section(in, "master", (uint64_t)m->table.n_params * 4, 0, consume_device, &master, &got, err, errlen);
 }
 
 static int read_all(In *in, Model *m, TrainState *s, char **config_json, StateInfo *info, char *err, size_t errlen) {
     if (read_header(in, m, s, err, errlen)) return -1;
     uint64_t n = (uint64_t)m->table.n_params * 4, got;
-    DeviceTarget am = {m, m->adam_m, 0}, av = {m, m->adam_v, 0};
+    DeviceTarget am = {m, m->adam_m}, av = {m, m->adam_v};
     if (read_master(in, m, info, err, errlen) ||
         read_section(in, "adam_m", n, 0, consume_device, &am, &got, err, errlen) ||
         read_section(in, "adam_v", n, 0, consume_device, &av, &got, err, errlen))

@@ -163,8 +163,27 @@ static void test_available(void) {
     if (system(cmd) != 0) printf("# could not remove %s\n", root);
 }
 
+/* The CUDA tables keep the decayed parameters' master weights split (kernels/master_split.h): the low halves
+ * (their buffer rounded to 256 bytes) and the norms' fp32, beside the bf16 working copy; the CPU whole fp32. */
+static void test_split_master(void) {
+#ifdef WITH_CUDA
+    const ModelConfig c = memory_case_config(2048, 8192, 16, 32, 8, 64, 128256, 1); /* Llama 3.2 1B's shapes */
+    const size_t n = (size_t)config_num_parameters(&c), norms = (size_t)(2 * 16 + 1) * 2048, nd = n - norms;
+    ModelMemory cpu, cuda, fused;
+    const int ok = model_memory(&c, &kernels_cpu, 1, 64, &cpu) == 0 &&
+                   model_memory(&c, &kernels_cuda, 1, 64, &cuda) == 0 &&
+                   model_memory(&c, &kernels_cuda_fused, 1, 64, &fused) == 0;
+    const size_t want = (nd * 2 + 255) / 256 * 256 + norms * 4 + n * 2;
+    CHECK(ok && cpu.params == n * 8 && cuda.params == want && fused.params == want,
+          "master weights: the CPU's fp32 and working copy %zu bytes; the CUDA tables' low halves, the norms' fp32 and "
+          "the bf16 working copy %zu and %zu bytes (want %zu: %.2f GiB less than whole)", ok ? cpu.params : 0,
+          ok ? cuda.params : 0, ok ? fused.params : 0, want, (n * 6.0 - want) / 1073741824.0);
+#endif
+}
+
 int main(void) {
     const int failed = test_estimates();
+    test_split_master();
     test_workspace_by_hand();
     test_saturation();
     test_available();

@@ -61,20 +61,26 @@ static inline double rnd(void) {
     return (double)(z >> 11) * 0x1.0p-52 - 1.0;
 }
 
-/* fp32 -> bf16 bits, nearest with ties to even as __float2bfloat16 rounds (a NaN becomes the quiet NaN 0x7fc0),
- * and back; bf16_round(x) is x rounded to bf16 (a NaN stays as it is). */
-static inline uint16_t bf16_bits(float x) {
+/* An fp32's bits and the fp32 of bits. */
+static inline uint32_t f32_bits(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+    return u;
 }
-static inline float bf16_value(uint16_t b) {
-    const uint32_t u = (uint32_t)b << 16;
+static inline float f32_of_bits(uint32_t u) {
     float x;
     memcpy(&x, &u, 4);
     return x;
 }
+
+/* fp32 -> bf16 bits, nearest with ties to even as __float2bfloat16 rounds (a NaN becomes the quiet NaN 0x7fc0),
+ * and back; bf16_round(x) is x rounded to bf16 (a NaN stays as it is). */
+static inline uint16_t bf16_bits(float x) {
+    const uint32_t u = f32_bits(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0;
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+static inline float bf16_value(uint16_t b) { return f32_of_bits((uint32_t)b << 16); }
 static inline float bf16_round(float x) { return isnan(x) ? x : bf16_value(bf16_bits(x)); }
 
 #endif

@@ -13,7 +13,9 @@ extern "C" void cuda_workspace_of(const KernelCall *c, KernelNeed *need) {
     bool blas = false;
     switch (c->op) {
     case KOP_ACT_FROM_F32:
-    case KOP_ACT_TO_F32: ask = c->n ? cuda_convert_workspace_bytes() : 0; break;
+    case KOP_ACT_TO_F32:
+    case KOP_MASTER_FROM_F32:
+    case KOP_MASTER_TO_F32: ask = c->n ? cuda_convert_workspace_bytes() : 0; break;
     case KOP_GEMM_RESIDUAL_NORM:
     case KOP_GEMM_ROPE:
     case KOP_GEMM_SWIGLU:
@@ -64,6 +66,8 @@ extern "C" const Kernels kernels_cuda = {
     .copy_to_host = cuda_copy_to_host,
     .act_from_f32 = cuda_act_from_f32,
     .act_to_f32 = cuda_act_to_f32,
+    .master_from_f32 = cuda_master_from_f32,
+    .master_to_f32 = cuda_master_to_f32,
     .synchronize = cuda_synchronize,
     .host_alloc = cuda_host_alloc,
     .host_free = cuda_host_free,
@@ -95,6 +99,7 @@ extern "C" const Kernels kernels_cuda = {
     .sum = cuda_sum,
     .clip_scale = cuda_clip_scale,
     .adamw = cuda_adamw,
+    .adamw_split = cuda_adamw_split,
 
     .workspace_of = cuda_workspace_of,
     .available_bytes = cuda_available_bytes,

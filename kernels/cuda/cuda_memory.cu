@@ -1,13 +1,15 @@
 /* cuda_memory.cu: device memory for the CUDA backend: checked-call failure reports, a context's tracked allocator
  * (current and peak bytes, so the program can print its peak), its one growing workspace for the ops that need
- * scratch, copies, page-locked host memory, fp32 <-> bf16 conversions, the free device memory, the is-there-a-GPU
- * probe and the device name. Work runs on the context's stream; copies to the host wait for it. */
+ * scratch, copies, page-locked host memory, fp32 <-> bf16 conversions, split master weights to and from fp32,
+ * the free device memory, the is-there-a-GPU probe and the device name. Work runs on the context's stream; copies to
+ * the host wait for it. */
 #include <string.h>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/gemm_maps.h"
 #include "kernels/kernels.h"
+#include "kernels/master_split.h"
 
 void cuda_fail(const char *what, const char *detail, const char *file, int line) {
     ge_fail_at(what, detail, file, line);
@@ -196,6 +198,39 @@ void cuda_act_to_f32(KernelContext *kc, float *host_dst, const void *src_act, si
         bf16_to_f32_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256, 0, kc->stream>>>(
             (const bf16 *)src_act + at, stage, len);
         LAUNCH_CHECK("bf16_to_f32_kernel");
+        cuda_copy_to_host(kc, host_dst + at, stage, len * sizeof(float));
+    }
+}
+
+/* Split master weights (kernels/master_split.h) from and to host fp32, through the same staging. */
+__global__ void master_split_kernel(const float *src, uint16_t *hi, uint16_t *lo, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        master_split(__float_as_uint(src[i]), &hi[i], &lo[i]);
+}
+
+__global__ void master_join_kernel(const uint16_t *hi, const uint16_t *lo, float *dst, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        dst[i] = __uint_as_float(master_join(hi[i], lo[i]));
+}
+
+void cuda_master_from_f32(KernelContext *kc, uint16_t *lo, void *working, const float *host_src, size_t n) {
+    for (size_t at = 0; at < n; at += CONVERT_CHUNK) {
+        const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
+        float *stage = (float *)cuda_workspace(kc, cuda_convert_workspace_bytes());
+        cuda_copy_to_device(kc, stage, host_src + at, len * sizeof(float));
+        master_split_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256, 0, kc->stream>>>(
+            stage, (uint16_t *)working + at, lo + at, len);
+        LAUNCH_CHECK("master_split_kernel");
+    }
+}
+
+void cuda_master_to_f32(KernelContext *kc, float *host_dst, const void *working, const uint16_t *lo, size_t n) {
+    for (size_t at = 0; at < n; at += CONVERT_CHUNK) {
+        const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
+        float *stage = (float *)cuda_workspace(kc, cuda_convert_workspace_bytes());
+        master_join_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256, 0, kc->stream>>>(
+            (const uint16_t *)working + at, lo + at, stage, len);
+        LAUNCH_CHECK("master_join_kernel");
         cuda_copy_to_host(kc, host_dst + at, stage, len * sizeof(float));
     }
 }

@@ -24,6 +24,8 @@ void cuda_copy_to_device(KernelContext *kc, void *dst, const void *host_src, siz
 void cuda_copy_to_host(KernelContext *kc, void *host_dst, const void *src, size_t bytes);
 void cuda_act_from_f32(KernelContext *kc, void *dst_act, const float *host_src, size_t n);
 void cuda_act_to_f32(KernelContext *kc, float *host_dst, const void *src_act, size_t n);
+void cuda_master_from_f32(KernelContext *kc, uint16_t *lo, void *working, const float *host_src, size_t n);
+void cuda_master_to_f32(KernelContext *kc, float *host_dst, const void *working, const uint16_t *lo, size_t n);
 void cuda_synchronize(KernelContext *kc);
 /* page-locked host memory (NULL when the host has not got it) */
 void *cuda_host_alloc(KernelContext *kc, size_t bytes);
@@ -92,6 +94,8 @@ void cuda_sum(KernelContext *kc, const float *x, size_t n, double *out, int accu
 void cuda_clip_scale(KernelContext *kc, const double *parts, int n_loss, int n_sq, double max_norm, float *scale);
 void cuda_adamw(KernelContext *kc, float *master, void *working, const float *grad, float *m, float *v, size_t n,
                 const AdamwScalars *s, const float *grad_scale);
+void cuda_adamw_split(KernelContext *kc, uint16_t *lo, void *working, const float *grad, float *m, float *v, size_t n,
+                      const AdamwScalars *s, const float *grad_scale);
 
 /* cuda_context.cu: the step capture */
 void cuda_capture_begin(KernelContext *kc);

@@ -2,11 +2,13 @@
  * each sums in double over a grid-stride range, then one block adds the partials in order: deterministic. The clip
  * factor: one thread adds the parts in order. AdamW: one fused elementwise pass over fp32 master/grad/m/v (16-byte
  * accesses) that also writes the bf16 working copy, with the same fp32 formulas as the CPU backend (its scalars
- * formed in double on the host, as PyTorch does, and read with the clip factor from device memory). */
+ * formed in double on the host, as PyTorch does, and read with the clip factor from device memory); on split master
+ * weights (kernels/master_split.h) the same pass reads and writes the working copy and the low halves instead. */
 #include <math.h>
 
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
+#include "kernels/master_split.h"
 
 #define SUMSQ_BLOCKS 1024
 #define SUMSQ_THREADS 512
@@ -92,47 +94,95 @@ __device__ __forceinline__ float adam_one(float &p, float &m, float &v, float gr
     return p;
 }
 
-/* VEC = 4: each thread updates 4 consecutive parameters with 16-byte accesses (all pointers 16-byte aligned and n a
+/* How the AdamW pass holds the master weights, VEC = 4 or 1 at index i (of float4s or of floats): whole, in fp32,
+ * writing the bf16 working copy from them; or split (kernels/master_split.h), as the working copy and lo. */
+struct WholeMaster {
+    float *master;
+    bf16 *working;
+    __device__ __forceinline__ float4 load4(size_t i) const { return reinterpret_cast<const float4 *>(master)[i]; }
+    __device__ __forceinline__ void store4(size_t i, float4 p) const {
+        reinterpret_cast<float4 *>(master)[i] = p;
+        uint2 w;
+        reinterpret_cast<__nv_bfloat162 *>(&w)[0] = __floats2bfloat162_rn(p.x, p.y);
+        reinterpret_cast<__nv_bfloat162 *>(&w)[1] = __floats2bfloat162_rn(p.z, p.w);
+        reinterpret_cast<uint2 *>(working)[i] = w;
+    }
+    __device__ __forceinline__ float load1(size_t i) const { return master[i]; }
+    __device__ __forceinline__ void store1(size_t i, float p) const {
+        master[i] = p;
+        working[i] = __float2bfloat16(p);
+    }
+    bool aligned() const { return (uintptr_t)master % 16 == 0 && (uintptr_t)working % 8 == 0; }
+};
+struct SplitMaster {
+    uint16_t *hi, *lo; /* hi: the working copy */
+    static __device__ __forceinline__ float join(uint16_t h, uint16_t l) { return __uint_as_float(master_join(h, l)); }
+    __device__ __forceinline__ float4 load4(size_t i) const {
+        const ushort4 h = reinterpret_cast<const ushort4 *>(hi)[i], l = reinterpret_cast<const ushort4 *>(lo)[i];
+        return make_float4(join(h.x, l.x), join(h.y, l.y), join(h.z, l.z), join(h.w, l.w));
+    }
+    __device__ __forceinline__ void store4(size_t i, float4 p) const {
+        ushort4 h, l;
+        master_split(__float_as_uint(p.x), &h.x, &l.x);
+        master_split(__float_as_uint(p.y), &h.y, &l.y);
+        master_split(__float_as_uint(p.z), &h.z, &l.z);
+        master_split(__float_as_uint(p.w), &h.w, &l.w);
+        reinterpret_cast<ushort4 *>(hi)[i] = h;
+        reinterpret_cast<ushort4 *>(lo)[i] = l;
+    }
+    __device__ __forceinline__ float load1(size_t i) const { return join(hi[i], lo[i]); }
+    __device__ __forceinline__ void store1(size_t i, float p) const {
+        master_split(__float_as_uint(p), &hi[i], &lo[i]);
+    }
+    bool aligned() const { return (uintptr_t)hi % 8 == 0 && (uintptr_t)lo % 8 == 0; }
+};
+
+/* VEC = 4: each thread updates 4 consecutive parameters with 16-byte accesses to grad, m and v (all aligned and n a
  * multiple of 4, checked by the caller); VEC = 1: one parameter per thread. */
-template <int VEC>
-__global__ void adamw_kernel(float *master, bf16 *working, const float *grad, float *m, float *v, size_t n,
-                             const AdamwScalars *scalars, const float *grad_scale) {
+template <int VEC, class Master>
+__global__ void adamw_kernel(Master w, const float *grad, float *m, float *v, size_t n, const AdamwScalars *scalars,
+                             const float *grad_scale) {
     const float gs = *grad_scale;
     if (!isfinite(gs)) return;
     const AdamwScalars s = *scalars;
     const size_t stride = (size_t)gridDim.x * blockDim.x;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n / VEC; i += stride) {
         if (VEC == 4) {
-            float4 p = reinterpret_cast<float4 *>(master)[i], mm = reinterpret_cast<float4 *>(m)[i];
-            float4 vv = reinterpret_cast<float4 *>(v)[i];
+            float4 p = w.load4(i), mm = reinterpret_cast<float4 *>(m)[i], vv = reinterpret_cast<float4 *>(v)[i];
             const float4 g = reinterpret_cast<const float4 *>(grad)[i];
             adam_one(p.x, mm.x, vv.x, g.x, s, gs);
             adam_one(p.y, mm.y, vv.y, g.y, s, gs);
             adam_one(p.z, mm.z, vv.z, g.z, s, gs);
             adam_one(p.w, mm.w, vv.w, g.w, s, gs);
-            reinterpret_cast<float4 *>(master)[i] = p;
+            w.store4(i, p);
             reinterpret_cast<float4 *>(m)[i] = mm;
             reinterpret_cast<float4 *>(v)[i] = vv;
-            uint2 w;
-            reinterpret_cast<__nv_bfloat162 *>(&w)[0] = __floats2bfloat162_rn(p.x, p.y);
-            reinterpret_cast<__nv_bfloat162 *>(&w)[1] = __floats2bfloat162_rn(p.z, p.w);
-            reinterpret_cast<uint2 *>(working)[i] = w;
         } else {
-            working[i] = __float2bfloat16(adam_one(master[i], m[i], v[i], grad[i], s, gs));
+            float p = w.load1(i);
+            w.store1(i, adam_one(p, m[i], v[i], grad[i], s, gs));
         }
     }
 }
 
-extern "C" void cuda_adamw(KernelContext *kc, float *master, void *working, const float *grad, float *m, float *v,
-                           size_t n, const AdamwScalars *s, const float *grad_scale) {
+template <class Master>
+static void launch_adamw(KernelContext *kc, Master w, const float *grad, float *m, float *v, size_t n,
+                         const AdamwScalars *s, const float *grad_scale) {
     if (n == 0) return;
-    const bool vec = n % 4 == 0 && (uintptr_t)master % 16 == 0 && (uintptr_t)grad % 16 == 0 &&
-                     (uintptr_t)m % 16 == 0 && (uintptr_t)v % 16 == 0 && (uintptr_t)working % 8 == 0;
+    const bool vec = n % 4 == 0 && w.aligned() && (uintptr_t)grad % 16 == 0 && (uintptr_t)m % 16 == 0 &&
+                     (uintptr_t)v % 16 == 0;
     const size_t items = vec ? n / 4 : n;
     const int threads = 256, blocks = (int)(items / threads + 1 < 65536 ? items / threads + 1 : 65536);
-    if (vec)
-        adamw_kernel<4><<<blocks, threads, 0, kc->stream>>>(master, (bf16 *)working, grad, m, v, n, s, grad_scale);
-    else
-        adamw_kernel<1><<<blocks, threads, 0, kc->stream>>>(master, (bf16 *)working, grad, m, v, n, s, grad_scale);
+    if (vec) adamw_kernel<4><<<blocks, threads, 0, kc->stream>>>(w, grad, m, v, n, s, grad_scale);
+    else adamw_kernel<1><<<blocks, threads, 0, kc->stream>>>(w, grad, m, v, n, s, grad_scale);
     LAUNCH_CHECK("adamw_kernel");
+}
+
+extern "C" void cuda_adamw(KernelContext *kc, float *master, void *working, const float *grad, float *m, float *v,
+                           size_t n, const AdamwScalars *s, const float *grad_scale) {
+    launch_adamw(kc, WholeMaster{master, (bf16 *)working}, grad, m, v, n, s, grad_scale);
+}
+
+extern "C" void cuda_adamw_split(KernelContext *kc, uint16_t *lo, void *working, const float *grad, float *m, float *v,
+                                 size_t n, const AdamwScalars *s, const float *grad_scale) {
+    launch_adamw(kc, SplitMaster{(uint16_t *)working, lo}, grad, m, v, n, s, grad_scale);
 }

@@ -17,6 +17,7 @@
  * backward's act is bitwise the forward's; the LM head's loss has the same bits in training and evaluation, also
  * when its second pass (a target far below the best logit) runs, which the fused table is checked to take. */
 #include "kernels/cuda/fused/fused_ops.h"
+#include "kernels/master_split.h"
 #include "tests/gpu/gpu_test_util.h"
 
 #define BF16_TOL 1e-2
@@ -378,11 +379,34 @@ static void test_clip_scale(void) {
     gpu_free_all();
 }
 
-static void test_adamw(size_t n) {
+/* The weights' round trip through a split master (kernels/master_split.h): from host fp32 and back, bit for bit,
+ * but for the ties (some weights made so), which come back one ulp toward their rounding, with the same bf16. master
+ * becomes what the GPU holds, so that the CPU's adamw starts from it. */
+static void check_split_round_trip(float *master, size_t n, uint16_t *glo, void *gwork) {
+    for (size_t i = 0; i < n; i += 7) master[i] = f32_of_bits((f32_bits(master[i]) & 0xffff0000u) | 0x8000u);
+    float *back = halloc(n * sizeof(float));
+    kg->master_from_f32(gctx(), glo, gwork, master, n);
+    kg->master_to_f32(gctx(), back, gwork, glo, n);
+    size_t ties = 0, wrong = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int tie = (f32_bits(master[i]) & 0xffffu) == 0x8000u;
+        const uint32_t d = f32_bits(back[i]) - f32_bits(master[i]);
+        ties += tie;
+        wrong += tie ? (d != 1 && d != 0xffffffffu) || bf16_round(back[i]) != bf16_round(master[i]) : d != 0;
+    }
+    CHECK(wrong == 0 && ties > 0, "master_from_f32 then master_to_f32, n=%zu: the weights back bit for bit, the %zu "
+          "ties one ulp toward their rounding with the same bf16 (%zu wrong)", n, ties, wrong);
+    memcpy(master, back, n * sizeof(float));
+}
+
+/* adamw (split: adamw_split on master weights kept split) against the CPU's adamw on whole fp32 master weights. */
+static void test_adamw(size_t n, int split) {
     const float lr = 1e-2f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, wd = 0.1f, grad_scale = 0.5f;
     float *master = rand_f(n, 0.0, 1.0), *m = rand_f(n, 0.0, 0.1), *v = rand_f(n, 0.2, 0.1), *work = nan_f(n);
-    float *gmaster = dev_f32(master, n), *gm = dev_f32(m, n), *gv = dev_f32(v, n);
     void *gwork = dev_act_nan(n);
+    uint16_t *glo = split ? dalloc(n * sizeof(uint16_t)) : NULL;
+    if (split) check_split_round_trip(master, n, glo, gwork);
+    float *gmaster = split ? NULL : dev_f32(master, n), *gm = dev_f32(m, n), *gv = dev_f32(v, n);
     AdamwScalars *gs = dalloc(sizeof(AdamwScalars));
     float *gscale = dev_f32(&grad_scale, 1);
     for (int step = 1; step <= 4; step++) {
@@ -392,19 +416,22 @@ static void test_adamw(size_t n) {
         kg->copy_to_device(gctx(), gs, &sc, sizeof(sc));
         kg->copy_to_device(gctx(), gscale, &scale, sizeof(float));
         kc->adamw(cctx(), master, work, grad, m, v, n, &sc, &scale);
-        kg->adamw(gctx(), gmaster, gwork, dev_f32(grad, n), gm, gv, n, gs, gscale);
+        if (split) kg->adamw_split(gctx(), glo, gwork, dev_f32(grad, n), gm, gv, n, gs, gscale);
+        else kg->adamw(gctx(), gmaster, gwork, dev_f32(grad, n), gm, gv, n, gs, gscale);
     }
-    float *hm = get_f32(gmaster, n), *hw = get_act(gwork, n);
-    char what[96];
-    snprintf(what, sizeof what, "adamw n=%zu, 3 steps and one with a NaN clip factor: master", n);
+    float *hm = split ? halloc(n * sizeof(float)) : get_f32(gmaster, n), *hw = get_act(gwork, n);
+    if (split) kg->master_to_f32(gctx(), hm, gwork, glo, n);
+    const char *op = split ? "adamw_split" : "adamw";
+    char what[112];
+    snprintf(what, sizeof what, "%s n=%zu, 3 steps and one with a NaN clip factor: master", op, n);
     check_rel(what, hm, master, n, F32_TOL);
-    snprintf(what, sizeof what, "adamw n=%zu, 3 steps: m", n);
+    snprintf(what, sizeof what, "%s n=%zu, 3 steps: m", op, n);
     check_rel(what, get_f32(gm, n), m, n, F32_TOL);
-    snprintf(what, sizeof what, "adamw n=%zu, 3 steps: v", n);
+    snprintf(what, sizeof what, "%s n=%zu, 3 steps: v", op, n);
     check_rel(what, get_f32(gv, n), v, n, F32_TOL);
     int exact = 1;
     for (size_t i = 0; i < n; i++) exact &= hw[i] == bf16_round(hm[i]);
-    CHECK(exact, "adamw n=%zu: working == bf16(master)", n);
+    CHECK(exact, "%s n=%zu: working == bf16(master)", op, n);
     gpu_free_all();
 }
 
@@ -450,8 +477,10 @@ static void test_table(int quick) {
     if (!quick) test_sum_squares(100003, 0);
     if (!quick) test_sum_squares(100003, 1);
     test_clip_scale();
-    test_adamw(1001);
-    if (!quick) test_adamw(4096);
+    test_adamw(1001, 0);
+    if (!quick) test_adamw(4096, 0);
+    test_adamw(1001, 1); /* one weight per thread */
+    test_adamw(1024, 1); /* four per thread */
 }
 
 /* test_gpu_ops [--quick] [--fused]: --quick leaves out the large shapes (for compute-sanitizer), --fused runs only
