@@ -1,7 +1,7 @@
 /* cuda_optimizer.cu: the optimizer ops. sum_squares and sum: a fixed grid of blocks (independent of the device)
  * each sums in double over a grid-stride range, then one block adds the partials in order: deterministic. The clip
  * factor: one thread adds the parts in order. AdamW: one fused elementwise pass over fp32 master/grad/m/v (16-byte
- * accesses) that also writes the bf16 working copy, with the same fp32 formulas as the CPU backend (its scalars
+ * accesses) that also writes the bf16 working copy, with the CPU backend's fp32 operations, bit for bit (its scalars
  * formed in double on the host, as PyTorch does, and read with the clip factor from device memory); on split master
  * weights (kernels/master_split.h) the same pass reads and writes the working copy and the low halves instead. */
 #include <math.h>
@@ -84,13 +84,15 @@ extern "C" void cuda_clip_scale(KernelContext *kc, const double *parts, int n_lo
     LAUNCH_CHECK("clip_scale_kernel");
 }
 
+/* One parameter's update. Every operation is rounded on its own, in the CPU backend's order (the _rn intrinsics are
+ * never contracted into FMAs), so the two backends agree bit for bit and no compiler's choice of FMAs moves a run. */
 __device__ __forceinline__ float adam_one(float &p, float &m, float &v, float grad, const AdamwScalars &s,
                                           float grad_scale) {
-    const float g = grad * grad_scale;
-    m = m + s.one_minus_beta1 * (g - m); /* torch: exp_avg.lerp_(grad, 1 - beta1) */
-    v = s.beta2 * v + s.one_minus_beta2 * (g * g);
-    const float denom = sqrtf(v) / s.bc2_sqrt + s.eps;
-    p = p * s.decay - s.step_size * (m / denom);
+    const float g = __fmul_rn(grad, grad_scale);
+    m = __fadd_rn(m, __fmul_rn(s.one_minus_beta1, __fsub_rn(g, m))); /* torch: exp_avg.lerp_(grad, 1 - beta1) */
+    v = __fadd_rn(__fmul_rn(s.beta2, v), __fmul_rn(s.one_minus_beta2, __fmul_rn(g, g)));
+    const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), s.bc2_sqrt), s.eps);
+    p = __fsub_rn(__fmul_rn(p, s.decay), __fmul_rn(s.step_size, __fdiv_rn(m, denom)));
     return p;
 }
 
