@@ -134,14 +134,18 @@ static size_t plan_arena(Model *m, char *base) {
     void *batch = take(&cv, model_batch_bytes((int)M), 1, 1);
     if (base) model_batch_bind(&m->batch, batch, (int)M);
     m->losses = take(&cv, M, 1, 4);
+    m->c = take(&cv, M, 1, 4);
+    m->logits_row = take(&cv, V, 1, 4);
+    /* The backward's buffers hold nothing between micro-batches, and the sampler's KV cache lives only between
+     * steps: the cache shares their memory. */
+    Carver shared = cv;
     m->dres = take(&cv, M, D, ab);
     m->dZgu = take(&cv, M, 2 * F, ab);
     m->dqkv = take(&cv, M, Nqkv, ab);
     m->dy = take(&cv, M, Dq, ab);
-    m->c = take(&cv, M, 1, 4);
-    m->logits_row = take(&cv, V, 1, 4);
-    m->kv_cache = take(&cv, (size_t)2 * c->num_hidden_layers * m->T, (size_t)c->num_key_value_heads * c->head_dim, ab);
-    return cv.used;
+    m->kv_cache = take(&shared, (size_t)2 * c->num_hidden_layers * m->T, (size_t)c->num_key_value_heads * c->head_dim,
+                       ab);
+    return cv.used > shared.used ? cv.used : shared.used;
 }
 
 /* ---------------------------------------------------------------- the backend buffers */

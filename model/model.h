@@ -99,7 +99,8 @@ typedef struct Model {
     void *dy;                   /* [M, Hq*hd] */
     float *c;                   /* [M] RMSNorm-backward row scalars */
     float *logits_row;          /* [V] fp32, for sampling */
-    void *kv_cache;             /* [2 L, T, Hkv*hd] per layer K then V: the KV cache of generation (model_decode) */
+    void *kv_cache;             /* [2 L, T, Hkv*hd] per layer K then V: the KV cache of generation (model_decode), in
+                                 * the memory of dres .. dy (a backward overwrites it) */
     int32_t *host_batch;        /* a batch half being made: ids and their groups (token_groups_ints(M) + M) */
     int32_t *host_count;        /* [V + 1] the grouping's scratch */
     /* A step's results in backend memory (stats, fp64), read once per step: stats[0] the loss sum, then the
@@ -195,7 +196,7 @@ void model_last_logits(Model *m, int B, int T, float *logits);
 /* Generation with a KV cache (model/kv_cache.c): the post-RoPE keys and the values of every layer for the positions
  * 0 .. len-1 of one sequence, so that a new token runs through the model alone (docs/DESIGN.md, "Generation with a
  * KV cache"). Its buffer is the model's kv_cache (in the arena, so the memory preflight counts it): one sequence at
- * a time per model. */
+ * a time per model, and a training step's backward overwrites it (the sampler makes a new one each time). */
 typedef struct KvCache {
     void *buf;          /* the model's kv_cache: per layer K then V, each [capacity, Hkv*hd] act */
     size_t layer_bytes; /* of one layer's K (or V) */
