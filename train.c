@@ -172,7 +172,8 @@ static void check_snapshot_memory(size_t snapshot) {
  * host's for the checkpoint snapshot) and what is available, and stops with what to lower when it is not there. */
 static void check_memory(const ModelConfig *mc, const Kernels *k, const TrainConfig *t, const char *cfg_path) {
     ModelMemory mem;
-    if (model_memory(mc, k, t->batch_size, t->seq_len, &mem)) die("out of host memory for the model tables");
+    const ModelLayout layout = model_layout_for(config_micro_steps(t));
+    if (model_memory(mc, k, t->batch_size, t->seq_len, layout, &mem)) die("out of host memory for the model tables");
     /* the step's micro-batches, beside the model's own (counted with the activations) */
     const size_t slots = train_step_bytes(t->batch_size, t->seq_len, (int)config_micro_steps(t));
     mem.activations = size_add(mem.activations, slots);
@@ -204,7 +205,7 @@ static void check_memory(const ModelConfig *mc, const Kernels *k, const TrainCon
             size_text(part, model_bytes), cfg_path);
     char other[160] = "";
     ModelMemory lean;
-    if (k->leaner && model_memory(mc, k->leaner, t->batch_size, t->seq_len, &lean) == 0 && lean.total <= avail)
+    if (k->leaner && model_memory(mc, k->leaner, t->batch_size, t->seq_len, layout, &lean) == 0 && lean.total <= avail)
         snprintf(other, sizeof(other), ", or train with %s, which needs %s", k->leaner_flag,
                  size_text(rest, lean.total));
     die("not enough %s: this run needs %s and %s is available; lower batch_size (-b, now %d) or seq_len (-t, now %d)%s: "
@@ -295,7 +296,8 @@ static int load_checkpoint(const char *dir, uint64_t step, int argc, char **argv
     snprintf(ckpt.train.out_dir, sizeof(ckpt.train.out_dir), "%s", run_dir);
     const Kernels *k = pick_backend(ckpt.train.device, ckpt.train.fusion, ckpt.model.head_dim);
     check_memory(&ckpt.model, k, &ckpt.train, ckpt.path);
-    if (model_create(model, &ckpt.model, k, ckpt.train.batch_size, ckpt.train.seq_len, merge_err, sizeof(merge_err)))
+    if (model_create(model, &ckpt.model, k, ckpt.train.batch_size, ckpt.train.seq_len,
+                     model_layout_for(config_micro_steps(&ckpt.train)), merge_err, sizeof(merge_err)))
         die("%s", merge_err);
     if (checkpoint_load_state(dir, step, model, state, err, errlen)) {
         model_destroy(model);
@@ -515,7 +517,8 @@ int main(int argc, char **argv) {
     } else {
         /* Refuse to mix two runs before anything is built; the old run goes only once the new one is ready. */
         if (run_dir_check_new(run_dir, t->overwrite, err, sizeof(err))) die("%s", err);
-        if (model_create(&model, mc, k, B, T, err, sizeof(err))) die("%s", err);
+        if (model_create(&model, mc, k, B, T, model_layout_for(config_micro_steps(t)), err, sizeof(err)))
+            die("%s", err);
         if (t->init_from[0]) {
             if (hf_import_weights(&model, t->init_from, err, sizeof(err))) die("--init-from %s", err);
         } else {

@@ -91,7 +91,8 @@ static double seconds_now(void) {
 int generation_run(Generation *g, const TrainConfig *t, const Kernels *k, FILE *out, char *err, size_t errlen) {
     int max_pos = g->model.max_position_embeddings, need = g->n_ids + t->sample_tokens;
     Model m;
-    if (model_create(&m, &g->model, k, 1, need < max_pos ? need : max_pos, err, errlen)) return -1;
+    if (model_create(&m, &g->model, k, 1, need < max_pos ? need : max_pos, MODEL_GRADS_APART, err, errlen))
+        return -1;
     if (hf_import_weights(&m, g->dir, err, errlen)) {
         model_destroy(&m);
         return -1;

@@ -47,7 +47,9 @@ int model_workspace(const ModelConfig *cfg, const Kernels *k, int B, int T, size
     const Kernels recording = kernels_recording(&rec, k);
     Model m;
     char err[256];
-    if (model_create_views(&m, cfg, &recording, kernels_recording_context(&rec), B, T, err, sizeof(err))) return -1;
+    if (model_create_views(&m, cfg, &recording, kernels_recording_context(&rec), B, T, MODEL_GRADS_APART, err,
+                           sizeof(err)))
+        return -1;
     const int rc = run_paths(&m);
     model_destroy(&m);
     *bytes = kernels_recorded_bytes(&rec);

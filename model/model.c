@@ -108,23 +108,52 @@ static void *take(Carver *cv, size_t rows, size_t cols, size_t elem) {
     return cv->base ? cv->base + at : NULL;
 }
 
-/* Returns the bytes the arena needs; sets every activation pointer when base != NULL. */
-static size_t plan_arena(Model *m, char *base) {
+/* Block l's saved activations, carved from cv. */
+static void take_block(Carver *cv, const Model *m, LayerActs *a) {
+    const ModelConfig *c = &m->cfg;
+    size_t M = (size_t)m->B * m->T, D = c->hidden_size, F = c->intermediate_size;
+    size_t Nqkv = config_qkv_dim(c), Dq = (size_t)c->num_attention_heads * c->head_dim, ab = m->k->act_bytes;
+    a->x = take(cv, M, D, ab);
+    a->r1 = take(cv, M, 1, 4);
+    a->qkv = take(cv, M, Nqkv, ab);
+    a->y = take(cv, M, Dq, ab);
+    a->lse = take(cv, M, c->num_attention_heads, 4);
+    a->h = take(cv, M, D, ab);
+    a->r2 = take(cv, M, 1, 4);
+    a->Zgu = take(cv, M, 2 * F, ab);
+}
+
+/* The shared layout's placement (ModelLayout): carves the saved activations of blocks L-1, L-2, ... top down into the
+ * block-weight gradients below each block's own, while they fit (grads: that buffer, or NULL to measure only).
+ * Returns the lowest block placed there (L if none): the blocks below it go in the arena. */
+static int take_blocks_in_grads(Model *m, char *grads) {
+    Carver probe = {NULL, 0};
+    LayerActs unused;
+    take_block(&probe, m, &unused);
+    const size_t need = probe.used, floor = view_of(m, PARAM_WQKV, 0)->offset * sizeof(float);
+    int lowest = m->cfg.num_hidden_layers;
+    size_t top = SIZE_MAX; /* the lowest byte taken so far */
+    for (int l = m->cfg.num_hidden_layers - 1; l >= 1; l--) {
+        const size_t own = view_of(m, PARAM_WQKV, l)->offset * sizeof(float);
+        if (own < top) top = own;
+        if (top < floor || top - floor < need) break; /* a lower block has less room still */
+        top = (top - need) / 256 * 256;
+        Carver cv = {grads ? grads + top : NULL, 0};
+        take_block(&cv, m, &m->layers[l]);
+        lowest = l;
+    }
+    return lowest;
+}
+
+/* Returns the bytes the arena needs; sets every activation pointer when base != NULL (and grads, the gradients'
+ * buffer, with the shared layout). */
+static size_t plan_arena(Model *m, char *base, char *grads) {
     const ModelConfig *c = &m->cfg;
     size_t M = (size_t)m->B * m->T, D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size;
     size_t Nqkv = config_qkv_dim(c), Dq = (size_t)c->num_attention_heads * c->head_dim, ab = m->k->act_bytes;
     Carver cv = {base, 0};
-    for (int l = 0; l < c->num_hidden_layers; l++) {
-        LayerActs *a = &m->layers[l];
-        a->x = take(&cv, M, D, ab);
-        a->r1 = take(&cv, M, 1, 4);
-        a->qkv = take(&cv, M, Nqkv, ab);
-        a->y = take(&cv, M, Dq, ab);
-        a->lse = take(&cv, M, c->num_attention_heads, 4);
-        a->h = take(&cv, M, D, ab);
-        a->r2 = take(&cv, M, 1, 4);
-        a->Zgu = take(&cv, M, 2 * F, ab);
-    }
+    const int in_arena = m->layout == MODEL_GRADS_SHARED ? take_blocks_in_grads(m, grads) : c->num_hidden_layers;
+    for (int l = 0; l < in_arena; l++) take_block(&cv, m, &m->layers[l]);
     m->O = take(&cv, M, D, ab);
     m->act = take(&cv, M, F, ab);
     m->x_final = take(&cv, M, D, ab);
@@ -180,7 +209,7 @@ static void buffer_sizes(Model *m, size_t bytes[N_BUFS]) {
     bytes[BUF_STATS] = stats_bytes(m);
     bytes[BUF_ADAM_M] = size_mul(n, sizeof(float));
     bytes[BUF_ADAM_V] = size_mul(n, sizeof(float));
-    bytes[BUF_ARENA] = plan_arena(m, NULL);
+    bytes[BUF_ARENA] = plan_arena(m, NULL, NULL);
 }
 
 /* The shapes of m's calls of the operations (kernels.h). */
@@ -192,8 +221,10 @@ static KernelShapes kernel_shapes(const Model *m) {
 
 /* m's fields before any buffer: the config, the backend, the batch, the parameter table and the layers' views.
  * Returns 0 or -1 (out of host memory). */
-static int model_begin(Model *m, const ModelConfig *cfg, const Kernels *k, KernelContext *kc, int B, int T) {
+static int model_begin(Model *m, const ModelConfig *cfg, const Kernels *k, KernelContext *kc, int B, int T,
+                       ModelLayout layout) {
     memset(m, 0, sizeof(*m));
+    m->layout = layout;
     m->cfg = *cfg;
     m->k = k;
     m->kc = kc;
@@ -208,9 +239,14 @@ const char *model_backend_note(const Model *m) {
     return m->k->shape_note ? m->k->shape_note(&shapes) : NULL;
 }
 
-int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMemory *mem) {
+ModelLayout model_layout_for(int64_t micro_steps) {
+    return micro_steps == 1 ? MODEL_GRADS_SHARED : MODEL_GRADS_APART;
+}
+
+int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelLayout layout, ModelMemory *mem) {
     Model m;
-    const int rc = model_begin(&m, cfg, k, NULL, B, T) || model_workspace(cfg, k, B, T, &mem->workspace, NULL) ? -1 : 0;
+    const int rc =
+        model_begin(&m, cfg, k, NULL, B, T, layout) || model_workspace(cfg, k, B, T, &mem->workspace, NULL) ? -1 : 0;
     if (rc == 0) {
         size_t bytes[N_BUFS];
         buffer_sizes(&m, bytes);
@@ -299,9 +335,9 @@ static int plan_accumulated_runs(Model *m) {
     return 0;
 }
 
-int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, KernelContext *kc, int B, int T, char *err,
-                       size_t errlen) {
-    if (model_begin(m, cfg, k, kc, B, T)) {
+int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, KernelContext *kc, int B, int T,
+                       ModelLayout layout, char *err, size_t errlen) {
+    if (model_begin(m, cfg, k, kc, B, T, layout)) {
         snprintf(err, errlen, "out of host memory for the model tables");
         model_destroy(m);
         return -1;
@@ -328,7 +364,7 @@ int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, Kerne
     m->adam_m = buf[BUF_ADAM_M];
     m->adam_v = buf[BUF_ADAM_V];
     m->arena = buf[BUF_ARENA];
-    plan_arena(m, m->arena);
+    plan_arena(m, m->arena, (char *)m->grads);
     if (plan_accumulated_runs(m)) {
         snprintf(err, errlen, "out of host memory");
         model_destroy(m);
@@ -338,9 +374,10 @@ int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, Kerne
     return 0;
 }
 
-int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen) {
+int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, ModelLayout layout, char *err,
+                 size_t errlen) {
     KernelContext *kc = k->context_create();
-    if (model_create_views(m, cfg, k, kc, B, T, err, errlen)) {
+    if (model_create_views(m, cfg, k, kc, B, T, layout, err, errlen)) {
         k->context_free(kc);
         return -1;
     }

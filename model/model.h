@@ -64,6 +64,19 @@ typedef struct ModelBatch {
 size_t model_batch_bytes(int M);
 void model_batch_bind(ModelBatch *b, void *mem, int M);
 
+/* Where the blocks' saved activations (LayerActs) live. A step of one micro-batch can keep them in the block weights'
+ * gradients: those hold nothing from AdamW until the backward writes them, and block l's are written only after the
+ * backward of the blocks above l is done. So block l's activations go, top down, into the gradient bytes of blocks
+ * 0 .. l-1 (below its own gradients and the block above's activations); block 0's, and those that do not fit, stay
+ * in the arena. Gradient accumulation needs the gradients kept between micro-batches: apart. */
+typedef enum {
+    MODEL_GRADS_APART,  /* every activation in the arena */
+    MODEL_GRADS_SHARED, /* the blocks' activations in the block-weight gradients where they fit */
+} ModelLayout;
+
+/* The layout of a run of micro_steps micro-batches per optimizer step: shared for one, apart for more. */
+ModelLayout model_layout_for(int64_t micro_steps);
+
 typedef struct Model {
     ModelConfig cfg;
     const Kernels *k;
@@ -71,6 +84,7 @@ typedef struct Model {
     int owns_kc; /* model_create made kc (model_destroy frees it); model_create_views was given it */
     ParamTable table;
     int B, T;              /* the largest batch the arena holds */
+    ModelLayout layout;
     /* parameter-shaped buffers */
     /* The fp32 master weights. With a table that keeps them split (Kernels.adamw_split: a bf16 working copy), those
      * of the decayed parameters, 0 .. n_decay - 1, are their working copy's bf16 with master_lo beside it
@@ -84,7 +98,7 @@ typedef struct Model {
     float *grads, *adam_m, *adam_v;
     /* activations */
     void *arena;
-    LayerActs *layers;     /* [L] */
+    LayerActs *layers;     /* [L] in the arena, or in grads (layout) */
     void *O;               /* [M, D] the latest RMSNorm output x * gamma (before r), read by the next GEMM; after
                             * the forward, the final norm's (the LM head's input) */
     void *act;             /* [M, F] silu(G) * U of the latest SwiGLU (forward, or backward's recomputation) */
@@ -119,14 +133,16 @@ typedef struct Model {
 } Model;
 
 /* Makes a context of k (kernels.h) and allocates in it everything for micro-batches of up to B sequences of T
- * tokens. Returns 0, or -1 with a message (the backend's memory cannot hold a buffer). */
-int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, char *err, size_t errlen);
+ * tokens, the activations laid out by layout. Returns 0, or -1 with a message (the backend's memory cannot hold a
+ * buffer). */
+int model_create(Model *m, const ModelConfig *cfg, const Kernels *k, int B, int T, ModelLayout layout, char *err,
+                 size_t errlen);
 /* model_create's backend buffers, allocated in the context kc of k that the caller keeps, and the views into them
  * only, without its host buffers (a batch's staging, the statistics read back) and the RoPE tables' values: what
  * model_workspace's dry run makes on a recording table. On it run only what loads and reads back nothing: the
  * functions of a loaded batch (model_*_batch), the gradients' and the optimizer's queues, model_last_logits. */
-int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, KernelContext *kc, int B, int T, char *err,
-                       size_t errlen);
+int model_create_views(Model *m, const ModelConfig *cfg, const Kernels *k, KernelContext *kc, int B, int T,
+                       ModelLayout layout, char *err, size_t errlen);
 
 /* The backend memory of a model, by kind, in bytes (saturating at SIZE_MAX for configs beyond any machine). */
 typedef struct ModelMemory {
@@ -142,10 +158,10 @@ typedef struct ModelMemory {
 /* The backend's note on how it runs this model's shapes (Kernels.shape_note), or NULL. */
 const char *model_backend_note(const Model *m);
 
-/* The memory preflight: what model_create(cfg, k, B, T) allocates on the backend, from the same list of buffers
+/* The memory preflight: what model_create(cfg, k, B, T, layout) allocates on the backend, from the same list of buffers
  * that model_create allocates, and the backend's workspace (model_workspace); nothing of the backend is allocated.
  * Returns 0, or -1 when the host cannot hold the model's tables. */
-int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelMemory *mem);
+int model_memory(const ModelConfig *cfg, const Kernels *k, int B, int T, ModelLayout layout, ModelMemory *mem);
 /* The most backend memory that k's operations hold beyond their arguments at any moment of a run of this model
  * (model/dry_run.c): the model made and every path of a run taken (training steps with and without gradient
  * accumulation, evaluation, sampling, the weight copies) on k's recording table, which allocates and computes
@@ -182,7 +198,8 @@ double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_sca
  * of adding to them (so model_zero_grads need not zero them), the last also leaves their sums of squares for
  * model_grad_sum_squares. The one micro-batch of a step is both. */
 enum { MICRO_FIRST = 1, MICRO_LAST = 2 };
-/* Backward of the blocks after model_loss(grad_scale != 0): into m->grads (see MICRO_FIRST). */
+/* Backward of the blocks after model_loss(grad_scale != 0): into m->grads (see MICRO_FIRST). With the shared layout
+ * a forward overwrites the block weights' gradients, and a backward the saved activations (ModelLayout). */
 void model_backward(Model *m, int B, int T, int micro);
 
 /* The same three on a loaded batch, queued with nothing read back (what a training step runs, and captures): the

@@ -10,6 +10,11 @@ size_t train_step_bytes(int B, int T, int accum) { return size_mul(model_batch_b
 
 int train_step_create(TrainStep *s, Model *m, int B, int T, int accum, int use_graph, char *err, size_t errlen) {
     *s = (TrainStep){.m = m, .B = B, .T = T, .accum = accum};
+    if (accum > 1 && m->layout == MODEL_GRADS_SHARED) {
+        snprintf(err, errlen, "a step of %d micro-batches keeps gradients between them: it needs a model made with "
+                 "MODEL_GRADS_APART", accum);
+        return -1;
+    }
     s->grad_scale = (float)(1.0 / ((double)B * T * accum));
     s->use_graph = use_graph && m->k->capture_begin != NULL;
     s->slots = calloc((size_t)accum, sizeof(ModelBatch));

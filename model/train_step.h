@@ -21,7 +21,8 @@ typedef struct TrainStep {
 /* The bytes of backend memory a step of accum micro-batches of B x T holds beside the model. */
 size_t train_step_bytes(int B, int T, int accum);
 
-/* Returns 0, or -1 with a message (the backend's memory cannot hold the micro-batches). use_graph: capture the
+/* Returns 0, or -1 with a message (the backend's memory cannot hold the micro-batches, or accum > 1 on a model of
+ * the shared layout). use_graph: capture the
  * step on its second run (the first runs as it is, so that every workspace has its size) and replay it after. */
 int train_step_create(TrainStep *s, Model *m, int B, int T, int accum, int use_graph, char *err, size_t errlen);
 void train_step_destroy(TrainStep *s);

@@ -103,7 +103,7 @@ int main(int argc, char **argv) {
         pos[i] = (int)p;
     }
     Model m;
-    if (model_create(&m, &c.model, k, 1, T, err, sizeof err)) {
+    if (model_create(&m, &c.model, k, 1, T, MODEL_GRADS_APART, err, sizeof err)) {
         fprintf(stderr, "error: %s: %s\n", argv[1], err);
         return 1;
     }

@@ -22,7 +22,7 @@
  * fill_moments, so that their round trip is meaningful). Exits on failure. */
 static inline void create_model(Model *m, const ModelConfig *c, uint64_t seed, int fill_moments) {
     char err[512];
-    if (model_create(m, c, &kernels_cpu, 2, 4, err, sizeof(err))) {
+    if (model_create(m, c, &kernels_cpu, 2, 4, MODEL_GRADS_APART, err, sizeof(err))) {
         fprintf(stderr, "model_create: %s\n", err);
         exit(2);
     }

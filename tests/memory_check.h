@@ -1,7 +1,8 @@
 /* memory_check.h: the memory preflight's estimate (model_memory) against what a backend really holds, shared by the
  * CPU test (test_memory.c) and the GPU one (gpu/test_gpu_memory.c). Each case runs in a child process of its own, so
  * that the device memory it measures is its own; the peak is that of the model's backend context. The child checks
- * that model_create allocates exactly the buffers model_memory lists (and the workspace it reserves), then does what
+ * that model_create allocates exactly the buffers model_memory lists (and the workspace it reserves), in the layout
+ * that ./train gives a run of the case's micro-batches per step (model_layout_for), then does what
  * runs do (the init's weight copies, optimizer steps with or without gradient accumulation, an
  * evaluation, the logits of a sample) and checks that the estimate covers the backend's peak and exceeds it by at
  * most a tolerance. On a table that captures steps, the steps run as ./train runs them (train_step.h: captured
@@ -51,7 +52,8 @@ static void memory_case_run(const Kernels *k, const MemoryCase *mc, double toler
     Model m;
     char err[512];
     const size_t available_before = untracked ? k->available_bytes() : 0; /* only where it is asked for */
-    if (model_memory(c, k, B, T, &mem) || model_create(&m, c, k, B, T, err, sizeof(err))) {
+    const ModelLayout layout = model_layout_for(mc->accum); /* as ./train lays a run of these steps out */
+    if (model_memory(c, k, B, T, layout, &mem) || model_create(&m, c, k, B, T, layout, err, sizeof(err))) {
         CHECK(0, "%s: model_memory and model_create", mc->name);
         return;
     }
@@ -73,14 +75,7 @@ static void memory_case_run(const Kernels *k, const MemoryCase *mc, double toler
         CHECK(0, "%s: host buffers", mc->name);
         exit(1);
     }
-    TrainConfig t;
-    memset(&t, 0, sizeof(t));
-    t.learning_rate = 1e-3;
-    t.beta1 = 0.9;
-    t.beta2 = 0.95;
-    t.adam_eps = 1e-8;
-    t.weight_decay = 0.1;
-    t.grad_clip = 1.0;
+    const TrainConfig t = small_train_config(1e-3);
     double norm = 0;
     TrainStep s = {0};
     size_t step_bytes = 0; /* the captured step's micro-batch slots, beside the model */

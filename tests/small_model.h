@@ -1,4 +1,4 @@
-/* small_model.h: the small model shape that the model and checkpoint tests share. */
+/* small_model.h: the small model shape that the model and checkpoint tests share, and their optimizer settings. */
 #ifndef SMALL_MODEL_H
 #define SMALL_MODEL_H
 
@@ -38,6 +38,20 @@ static inline ModelConfig small_model_shape(int D, int F, int L, int Hq, int Hkv
     c.vocab_size = V;
     c.max_position_embeddings = 1 << 20;
     return c;
+}
+
+/* AdamW as the runs' configs set it (betas 0.9 / 0.95, eps 1e-8, weight decay 0.1, clipping at 1) at learning rate
+ * lr; the rest zero. */
+static inline TrainConfig small_train_config(double lr) {
+    TrainConfig t;
+    memset(&t, 0, sizeof(t));
+    t.learning_rate = lr;
+    t.beta1 = 0.9;
+    t.beta2 = 0.95;
+    t.adam_eps = 1e-8;
+    t.weight_decay = 0.1;
+    t.grad_clip = 1.0;
+    return t;
 }
 
 #endif

@@ -88,7 +88,7 @@ static void set_random_weights(Model *m, uint64_t seed) {
 static void test_model_decode(const char *label, ModelConfig c, int T, int prefill, int step, uint64_t seed) {
     Model m;
     char err[256];
-    if (model_create(&m, &c, &kernels_cpu, 1, T, err, sizeof(err))) {
+    if (model_create(&m, &c, &kernels_cpu, 1, T, MODEL_GRADS_APART, err, sizeof(err))) {
         CHECK(0, "%s: model_create: %s", label, err);
         return;
     }
@@ -137,7 +137,7 @@ static void test_sampler(int T, int n_new) {
     Model m;
     char err[256];
     Tokenizer *tok = tokenizer_open("byte", err, sizeof(err));
-    if (!tok || model_create(&m, &c, &kernels_cpu, 1, T, err, sizeof(err))) {
+    if (!tok || model_create(&m, &c, &kernels_cpu, 1, T, MODEL_GRADS_APART, err, sizeof(err))) {
         CHECK(0, "sampler setup: %s", err);
         return;
     }

@@ -73,7 +73,7 @@ static void test_workspace_by_hand(void) {
             omp_set_num_threads(threads);
             const ModelConfig *c = &cases[i].c;
             ModelMemory mem;
-            const int rc = model_memory(c, &kernels_cpu, cases[i].B, cases[i].T, &mem);
+            const int rc = model_memory(c, &kernels_cpu, cases[i].B, cases[i].T, MODEL_GRADS_APART, &mem);
             const size_t want = cpu_workspace_by_hand(c, cases[i].B, cases[i].T, mem.n_params, (size_t)threads);
             CHECK(rc == 0 && mem.workspace == want, "D %d F %d V %d, %d x %d, %d threads: the dry run's workspace %zu "
                   "bytes is the one worked out by hand, %zu", c->hidden_size, c->intermediate_size, c->vocab_size,
@@ -85,13 +85,14 @@ static void test_saturation(void) {
     /* the largest widths, layers, vocabulary and batch that the config's ranges allow */
     const ModelConfig c = memory_case_config(1 << 16, 1 << 20, 1024, 32, 8, 1024, 1 << 24, 0);
     ModelMemory mem;
-    CHECK(model_memory(&c, &kernels_cpu, 1 << 20, 1 << 11, &mem) == 0 && mem.total == SIZE_MAX &&
-              mem.activations == SIZE_MAX && mem.workspace == SIZE_MAX &&
+    CHECK(model_memory(&c, &kernels_cpu, 1 << 20, 1 << 11, MODEL_GRADS_APART, &mem) == 0 &&
+              mem.total == SIZE_MAX && mem.activations == SIZE_MAX && mem.workspace == SIZE_MAX &&
               mem.params == (size_t)config_num_parameters(&c) * 8,
           "a config beyond any machine: the estimate saturates at SIZE_MAX (params %zu bytes exact; more than INT_MAX "
           "rows: no dry run, the workspace SIZE_MAX)", mem.params);
     const ModelConfig issue = memory_case_config(4096, 384, 4, 32, 8, 128, 1 << 24, 1);
-    CHECK(model_memory(&issue, &kernels_cpu, 8, 256, &mem) == 0 && mem.params == (size_t)config_num_parameters(&issue) * 8 &&
+    CHECK(model_memory(&issue, &kernels_cpu, 8, 256, MODEL_GRADS_APART, &mem) == 0 &&
+              mem.params == (size_t)config_num_parameters(&issue) * 8 &&
               mem.adam == mem.params && mem.grads > mem.params / 2 && mem.grads - mem.params / 2 < 4096 &&
               mem.total > ((size_t)1 << 40),
           "the issue's example: %.1f GiB (params %.1f, workspace %.1f; gradients and the step's results)",
@@ -170,9 +171,9 @@ static void test_split_master(void) {
     const ModelConfig c = memory_case_config(2048, 8192, 16, 32, 8, 64, 128256, 1); /* Llama 3.2 1B's shapes */
     const size_t n = (size_t)config_num_parameters(&c), norms = (size_t)(2 * 16 + 1) * 2048, nd = n - norms;
     ModelMemory cpu, cuda, fused;
-    const int ok = model_memory(&c, &kernels_cpu, 1, 64, &cpu) == 0 &&
-                   model_memory(&c, &kernels_cuda, 1, 64, &cuda) == 0 &&
-                   model_memory(&c, &kernels_cuda_fused, 1, 64, &fused) == 0;
+    const int ok = model_memory(&c, &kernels_cpu, 1, 64, MODEL_GRADS_APART, &cpu) == 0 &&
+                   model_memory(&c, &kernels_cuda, 1, 64, MODEL_GRADS_APART, &cuda) == 0 &&
+                   model_memory(&c, &kernels_cuda_fused, 1, 64, MODEL_GRADS_APART, &fused) == 0;
     const size_t want = (nd * 2 + 255) / 256 * 256 + norms * 4 + n * 2;
     CHECK(ok && cpu.params == n * 8 && cuda.params == want && fused.params == want,
           "master weights: the CPU's fp32 and working copy %zu bytes; the CUDA tables' low halves, the norms' fp32 and "

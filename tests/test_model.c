@@ -1,12 +1,14 @@
 /* test_model.c: the whole model on the CPU backend against an independent, naive fp64 LLaMA written here in Hugging
  * Face's layout and conventions (rotate_half RoPE on un-permuted q/k rows, separate gate/up projections, explicit
  * GQA attention, RMSNorm, tied or untied LM head). Checks the forward loss, and every parameter tensor's gradient
- * against central finite differences of the fp64 model along random directions. */
+ * against central finite differences of the fp64 model along random directions. Also the shared layout against the
+ * apart one, trained side by side (layout_check.h). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "model/model.h"
 #include "model/rng.h"
+#include "tests/layout_check.h"
 #include "tests/small_model.h"
 #include "tests/test_util.h"
 
@@ -174,7 +176,7 @@ static double naive_loss(const Naive *n, const int32_t *tok, const int32_t *tgt,
 static void run_case(const char *label, ModelConfig c, int B, int T, uint64_t seed) {
     Model m;
     char err[256];
-    if (model_create(&m, &c, &kernels_cpu, B, T, err, sizeof(err))) {
+    if (model_create(&m, &c, &kernels_cpu, B, T, MODEL_GRADS_APART, err, sizeof(err))) {
         CHECK(0, "%s: model_create: %s", label, err);
         return;
     }
@@ -282,5 +284,10 @@ int main(void) {
     c.num_key_value_heads = 4;
     c.num_hidden_layers = 1;
     run_case("MHA, one layer, T=1", c, 4, 1, 13);
+
+    ModelConfig four = small_model_config(1);
+    four.num_hidden_layers = 4;
+    check_layouts(&kernels_cpu, 0, &four, 2, 8, 3, "layouts, 4 layers, 2 x 8 (every block above the first fits)");
+    check_layouts(&kernels_cpu, 0, &four, 3, 16, 1, "layouts, 4 layers, 3 x 16 (one block fits)");
     return test_summary();
 }

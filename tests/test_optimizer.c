@@ -76,7 +76,7 @@ static void test_step(void) {
     c.initializer_range = 0.02;
     Model m;
     char err[256];
-    if (model_create(&m, &c, &kernels_cpu, 1, 4, err, sizeof(err))) {
+    if (model_create(&m, &c, &kernels_cpu, 1, 4, MODEL_GRADS_APART, err, sizeof(err))) {
         CHECK(0, "model_create: %s", err);
         return;
     }

@@ -2,7 +2,7 @@
 # test_resume.sh: checkpoints, resume and Hugging Face init through ./train, on a small model (D=32, 2 layers, GQA,
 # untied) with gradient accumulation 2, validation and samples on.
 # - bit-exact resume: 3 steps + --resume to 6 gives the same log and the same final weights, Adam moments, data
-#   position and sampler state as 6 straight steps; a crash after a checkpoint that does not divide the run (step 4
+#   position and sampler state as 6 straight steps (with accumulation, and with one micro-batch a step); a crash after a checkpoint that does not divide the run (step 4
 #   of 6, with a later log record, a torn log line and a half-written checkpoint left behind) resumes to the same end;
 # - damaged checkpoints (a flipped byte, a truncated or missing file, a state of another model) and bad flags: a
 #   message naming the file and the section, a nonzero exit, and not a byte of the run directory changed;
@@ -74,6 +74,13 @@ check "the straight run wrote checkpoints at steps 4 and 6 and printed them" \
     "$TRAIN" -o "$TMP/const3" --resume -n 6 >"$TMP/c3r.out" 2>&1 || fail "3 + resume: $(tail -3 "$TMP/c3r.out")"
 check "the resumed run started after step 3" 'grep -q "resumed from .*step_00000003" "$TMP/c3r.out" && grep -q "^step     4/6" "$TMP/c3r.out" && ! grep -q "^step     3/" "$TMP/c3r.out"'
 same_run "$TMP/const6" "$TMP/const3"
+# 2b. The same with one micro-batch a step, where the blocks' activations share the gradients' memory (model.h,
+#     ModelLayout): the resume is bit-exact there too.
+"$TRAIN" "${SMALL[@]}" --lr-schedule constant --total-batch-tokens 64 -o "$TMP/one6" >/dev/null 2>&1
+"$TRAIN" "${SMALL[@]}" --lr-schedule constant --total-batch-tokens 64 -n 3 -o "$TMP/one3" >/dev/null 2>&1 &&
+    "$TRAIN" -o "$TMP/one3" --resume -n 6 >"$TMP/one3r.out" 2>&1 || fail "one micro-batch, 3 + resume: $(tail -3 "$TMP/one3r.out")"
+check "one micro-batch a step: the resumed run started after step 3" 'grep -q "resumed from .*step_00000003" "$TMP/one3r.out"'
+same_run "$TMP/one6" "$TMP/one3"
 # The summary of a resumed run counts this process's steps and the whole run's validation losses: the log's step-3
 # value (set here far below any real one) stays the best.
 "$TRAIN" "${SMALL[@]}" --lr-schedule constant -n 3 -o "$TMP/val3" >/dev/null 2>&1

@@ -17,7 +17,7 @@ int main(void) {
     ModelConfig c = small_model_config(1);
     c.vocab_size = 256;
     Model m;
-    if (model_create(&m, &c, &kernels_cpu, 1, 16, err, sizeof(err))) {
+    if (model_create(&m, &c, &kernels_cpu, 1, 16, MODEL_GRADS_APART, err, sizeof(err))) {
         CHECK(0, "model_create: %s", err);
         return test_summary();
     }

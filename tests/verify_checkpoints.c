@@ -21,8 +21,8 @@ static int verify_checkpoint(const char *dir, uint64_t step, char *err, size_t e
     Config cfg;
     if (checkpoint_check_files(dir, err, errlen) || checkpoint_read_config(dir, &cfg, err, errlen)) return -1;
     Model state_model, export_model;
-    if (model_create(&state_model, &cfg.model, &kernels_cpu, 1, 1, err, errlen)) return -1;
-    if (model_create(&export_model, &cfg.model, &kernels_cpu, 1, 1, err, errlen)) {
+    if (model_create(&state_model, &cfg.model, &kernels_cpu, 1, 1, MODEL_GRADS_APART, err, errlen)) return -1;
+    if (model_create(&export_model, &cfg.model, &kernels_cpu, 1, 1, MODEL_GRADS_APART, err, errlen)) {
         model_destroy(&state_model);
         return -1;
     }

@@ -74,7 +74,8 @@ static void set_weights(Model *cpu, Model *gpu, uint64_t seed) {
 static void test_model(const char *label, ModelConfig c, int T, int prefill, uint64_t seed) {
     Model cpu, gpu;
     char err[256];
-    if (model_create(&cpu, &c, kc, 1, T, err, sizeof err) || model_create(&gpu, &c, kg, 1, T, err, sizeof err)) {
+    if (model_create(&cpu, &c, kc, 1, T, MODEL_GRADS_APART, err, sizeof err) ||
+        model_create(&gpu, &c, kg, 1, T, MODEL_GRADS_APART, err, sizeof err)) {
         CHECK(0, "%s: model_create: %s", label, err);
         return;
     }
