@@ -1,6 +1,6 @@
 /* layout_check.h: the shared layout (model.h, ModelLayout) against the apart one on one backend table, shared by the
  * CPU test (test_model.c) and the GPU one (gpu/test_gpu_layout.c). Two models of one config and init train the same
- * batches side by side, four optimizer steps of one micro-batch (train_step.h, captured where the table can and
+ * batch side by side, four optimizer steps of one micro-batch (train_step.h, captured where the table can and
  * use_graph asks), with an evaluation between the steps: their losses, gradient norms, evaluation losses and master
  * weights must agree bit for bit. A block's activations placed over gradients that its backward writes, or read
  * after a gradient overwrote them, changes the numbers. Also checked: where each block's activations landed (in the
@@ -81,11 +81,11 @@ static void check_layouts(const Kernels *k, int use_graph, const ModelConfig *c,
     for (int i = 0; i < 2; i++) model_init_weights(&m[i], 5);
     int same = 1;
     double first = 0, last = 0;
-    for (int step = 1; step <= STEPS; step++) {
-        for (int i = 0; i < M; i++) {
-            tok[i] = (int32_t)((rnd() + 1) * 0.5 * V) % V;
-            tgt[i] = (tok[i] * 7 + 3) % V; /* a pattern to learn, so that the steps move the loss */
-        }
+    for (int i = 0; i < M; i++) {
+        tok[i] = (int32_t)((rnd() + 1) * 0.5 * V) % V;
+        tgt[i] = (tok[i] * 7 + 3) % V; /* a pattern to learn */
+    }
+    for (int step = 1; step <= STEPS; step++) { /* the same batch each step, so that its loss falls */
         double loss[2], norm[2], eval[2];
         for (int i = 0; i < 2; i++) {
             train_step_load(&s[i], 0, tok, tgt);
