@@ -38,10 +38,10 @@ typedef struct ParamTable {
     size_t n_decay;
 } ParamTable;
 
-/* Per-layer views of the activations saved by the forward pass for the backward (arena pointers; act unless
- * fp32). What is not saved: the norm outputs O = x * gamma (the weight gradients take x and gamma instead) and
- * SwiGLU's act (the backward's SwiGLU epilogue writes it again); each lives in one buffer that the next GEMM reads
- * right away. */
+/* Per-layer views of the activations saved by the forward pass for the backward (in the arena, or in the gradients:
+ * ModelLayout; act unless fp32). What is not saved: the norm outputs O = x * gamma (the weight gradients take x and
+ * gamma instead) and SwiGLU's act (the backward's SwiGLU epilogue writes it again); each lives in one buffer that
+ * the next GEMM reads right away. */
 typedef struct LayerActs {
     void *x;      /* [M, D] block input (residual stream) */
     float *r1;    /* [M] */
