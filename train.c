@@ -208,10 +208,17 @@ static void check_memory(const ModelConfig *mc, const Kernels *k, const TrainCon
     if (k->leaner && model_memory(mc, k->leaner, t->batch_size, t->seq_len, layout, &lean) == 0 && lean.total <= avail)
         snprintf(other, sizeof(other), ", or train with %s, which needs %s", k->leaner_flag,
                  size_text(rest, lean.total));
+    /* with one micro-batch a step the blocks' activations share the gradients' memory (model.h, ModelLayout): a
+     * smaller micro-batch under the same total_batch_tokens makes several a step, which keeps them apart */
+    char accum[200] = "";
+    if (layout == MODEL_GRADS_SHARED && t->total_batch_tokens != 0)
+        snprintf(accum, sizeof(accum), "; lower total_batch_tokens (--total-batch-tokens, now %lld) with them, or the "
+                 "step takes several micro-batches, whose activations need memory of their own",
+                 (long long)t->total_batch_tokens);
     die("not enough %s: this run needs %s and %s is available; lower batch_size (-b, now %d) or seq_len (-t, now %d)%s: "
         "the activations and workspace of micro-batches of %d x %d tokens take %s, the model's parameters, gradients "
-        "and AdamW state %s", k->memory_name, need, have, t->batch_size, t->seq_len, other, t->batch_size, t->seq_len,
-        size_text(part, batch_bytes), size_text(rest, model_bytes));
+        "and AdamW state %s%s", k->memory_name, need, have, t->batch_size, t->seq_len, other, t->batch_size, t->seq_len,
+        size_text(part, batch_bytes), size_text(rest, model_bytes), accum);
 }
 
 /* When this process started (now_seconds), for the log's "time". */

@@ -130,7 +130,8 @@ static int take_blocks_in_grads(Model *m, char *grads) {
     Carver probe = {NULL, 0};
     LayerActs unused;
     take_block(&probe, m, &unused);
-    const size_t need = probe.used, floor = view_of(m, PARAM_WQKV, 0)->offset * sizeof(float);
+    /* the first whole 256 bytes of block 0's gradients: below them lie the embedding's, which are accumulated */
+    const size_t need = probe.used, floor = (view_of(m, PARAM_WQKV, 0)->offset * sizeof(float) + 255) / 256 * 256;
     int lowest = m->cfg.num_hidden_layers;
     size_t top = SIZE_MAX; /* the lowest byte taken so far */
     for (int l = m->cfg.num_hidden_layers - 1; l >= 1; l--) {
@@ -613,6 +614,11 @@ void model_loss_batch(Model *m, const ModelBatch *b, int B, int T, float grad_sc
 void model_backward(Model *m, int B, int T, int micro) { model_backward_batch(m, &m->batch, B, T, micro); }
 
 void model_backward_batch(Model *m, const ModelBatch *b, int B, int T, int micro) {
+    if (m->layout == MODEL_GRADS_SHARED && micro != (MICRO_FIRST | MICRO_LAST)) {
+        /* a programming error: the gradients of another micro-batch would be added into saved activations */
+        fprintf(stderr, "error: model_backward: the shared layout takes one micro-batch a step (ModelLayout)\n");
+        exit(1);
+    }
     const Kernels *k = m->k;
     const ModelConfig *c = &m->cfg;
     int M = B * T, D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, hd = c->head_dim;

@@ -199,7 +199,8 @@ double model_loss(Model *m, const int32_t *targets, int B, int T, float grad_sca
  * model_grad_sum_squares. The one micro-batch of a step is both. */
 enum { MICRO_FIRST = 1, MICRO_LAST = 2 };
 /* Backward of the blocks after model_loss(grad_scale != 0): into m->grads (see MICRO_FIRST). With the shared layout
- * a forward overwrites the block weights' gradients, and a backward the saved activations (ModelLayout). */
+ * a forward overwrites the block weights' gradients, and a backward the saved activations (ModelLayout); micro must
+ * be MICRO_FIRST | MICRO_LAST there (else the program stops with a message). */
 void model_backward(Model *m, int B, int T, int micro);
 
 /* The same three on a loaded batch, queued with nothing read back (what a training step runs, and captures): the

@@ -289,5 +289,12 @@ int main(void) {
     four.num_hidden_layers = 4;
     check_layouts(&kernels_cpu, 0, &four, 2, 8, 3, "layouts, 4 layers, 2 x 8 (every block above the first fits)");
     check_layouts(&kernels_cpu, 0, &four, 3, 16, 1, "layouts, 4 layers, 3 x 16 (one block fits)");
+    /* V D = 888 floats: block 0's gradients start 224 bytes past a multiple of 256. At 1 x 43 the top block's
+     * activations end at its own gradients and start on the first 256-byte boundary inside block 0's; at 4 x 11
+     * (256 bytes more) the boundary below would be inside the embedding's gradients, so no block fits. */
+    ModelConfig three = small_model_config(1);
+    three.num_hidden_layers = 3;
+    check_layouts(&kernels_cpu, 0, &three, 1, 43, 1, "layouts, 3 layers, 1 x 43 (a block just above the embedding)");
+    check_layouts(&kernels_cpu, 0, &three, 4, 11, 0, "layouts, 3 layers, 4 x 11 (no room above the embedding)");
     return test_summary();
 }
