@@ -72,14 +72,16 @@ struct AttnDkdvShape {
     static constexpr int kStages = HD == 64 ? 4 : 3;
     using KV = AttnTile<HD, BK>;
     using Q = AttnTile<HD, BQ>;
-    static constexpr int kStageBytes = 2 * Q::kBytes; /* Q and dy blocks */
+    /* a stage: the Q and dy blocks, then the block's L and D rows (in a KB of their own, the tiles kept 1 KB-aligned) */
+    static constexpr int oLD = 2 * Q::kBytes, kLoadBytes = oLD + 2 * BQ * 4, kStageBytes = oLD + 1024;
+    static_assert(2 * BQ * 4 <= 1024, "L and D rows fit their KB");
     static constexpr int oV = KV::kBytes, oStage = 2 * KV::kBytes, oBar = oStage + kStages * kStageBytes;
     static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
 };
 
 /* A dK/dV block's elementwise work on this thread's fragments (keys as rows, BQ queries from qmin as columns), in
  * two steps, so that the first runs while dP^T is still computed. L and D of the fragment's columns
- * 8 j + 2 (lane % 4) (+ 1) are float2 j of lq (in registers) and float2 4 j of Dq (global memory).
+ * 8 j + 2 (lane % 4) (+ 1) are float2 j of lq (in registers) and the float2 at Dq + 32 j (the stage's D row).
  * attn_dkdv_p: st (S^T) becomes P^T = 2^(S^T scale_log2 - L). DIAGONAL: the block has queries before this
  * consumer's keys (key: the thread's two), whose P is 0; the other blocks take the path without the mask. */
 template <int BQ, bool DIAGONAL>
@@ -94,10 +96,10 @@ __device__ __forceinline__ void attn_dkdv_p(float *st, const float2 *lq, float s
 }
 /* attn_dkdv_ds: dpt (dP^T) becomes dS^T = P^T (dP^T - D), pt holding P^T. */
 template <int BQ>
-__device__ __forceinline__ void attn_dkdv_ds(const float *pt, float *dpt, const float2 *Dq) {
+__device__ __forceinline__ void attn_dkdv_ds(const float *pt, float *dpt, uint32_t Dq) {
 #pragma unroll
     for (int j = 0; j < BQ / 8; j++) {
-        const float2 dc = __ldg(Dq + 4 * j);
+        const float2 dc = ld_shared_v2f32(Dq + 32 * j);
 #pragma unroll
         for (int e = 0; e < 4; e++) { /* element i = 4 j + e: row half e / 2, column pair member e % 2 */
             const int i = 4 * j + e;
@@ -140,9 +142,12 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
                 const uint32_t ph = (it / S) & 1;
                 uint8_t *st = smem + L::oStage + s * L::kStageBytes;
                 mbar_wait(&empty[s], ph ^ 1);
-                mbar_arrive_expect_tx(&full[s], L::kStageBytes);
+                mbar_arrive_expect_tx(&full[s], L::kLoadBytes);
                 attn_load_tile<HD, BQ>(st, &p.qkv[BQ == 128], &full[s], w.h * HD, qb * BQ, b);
                 attn_load_tile<HD, BQ>(st + L::Q::kBytes, &p.dy[BQ == 128], &full[s], w.h * HD, qb * BQ, b);
+                const long ld_row = ((long)b * p.Hq + w.h) * p.Tpad + qb * BQ;
+                bulk_load_1d(st + L::oLD, p.L + ld_row, BQ * 4, &full[s]);
+                bulk_load_1d(st + L::oLD + BQ * 4, p.D + ld_row, BQ * 4, &full[s]);
             }
         }
         return;
@@ -180,26 +185,21 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         const int s = it % S, qmin = (q_first + w.qi) * BQ;
         const uint32_t ph = (it / S) & 1;
         const uint8_t *sQ = smem + L::oStage + s * L::kStageBytes, *sdy = sQ + L::Q::kBytes;
-        /* the block's L and D at this thread's fragment columns (attn_dkdv_p, attn_dkdv_ds): L loaded first, so that
-         * it arrives during the turn; D (beside L, S^T, dP^T, dK and dV, at head dim 64, it does not fit the
-         * registers) prefetched into L1 (a line per lane of the first BQ / 32) and loaded after the exponentials */
-        const long ld_row = ((long)b * p.Hq + w.h) * p.Tpad + qmin;
-        const float2 *Lq = reinterpret_cast<const float2 *>(p.L + ld_row) + (lane & 3);
-        const float2 *Dq = reinterpret_cast<const float2 *>(p.D + ld_row) + (lane & 3);
-        float2 lq[BQ / 8];
-#pragma unroll
-        for (int j = 0; j < BQ / 8; j++) lq[j] = __ldg(Lq + 4 * j);
-        if (lane < BQ / 32) prefetch_l1(p.D + ld_row + 32 * lane);
         /* else every query of the block is before every key of this consumer */
         const bool live = qmin + BQ - 1 >= key0;
-        if (!attn_turn_open(turns, pend, products, full, empty, s, ph, live, lane)) continue;
+        if (!attn_turn_open(turns, pend, products, full, empty, s, ph, live)) continue;
+        /* the block's L and D at this thread's fragment columns (attn_dkdv_p, attn_dkdv_ds), from the stage */
+        const uint32_t Lq = smem_u32(sQ + L::oLD) + 8 * (lane & 3), Dq = Lq + BQ * 4;
+        float2 lq[BQ / 8];
+#pragma unroll
+        for (int j = 0; j < BQ / 8; j++) lq[j] = ld_shared_v2f32(Lq + 32 * j);
         /* S^T and dP^T as two commit groups: P^T's exponentials run while dP^T is computed */
         float st[BQ / 2], dpt[BQ / 2];
         wgmma_wait<1>(); /* dV, whose P^T registers S^T may then take */
         wgmma_fence();
         attn_mma_abt<HD, BK, BQ>(st, sK, row0, sQ);
         wgmma_commit();
-        attn_turn_products_done(pend, empty, lane);
+        attn_turn_products_done(pend, empty);
         wgmma_fence();
         attn_mma_abt<HD, BK, BQ>(dpt, sV, row0, sdy);
         wgmma_commit();
@@ -329,12 +329,12 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
         const uint32_t ph = (j / S) & 1;
         const uint8_t *sK = smem + L::oStage + s * L::kStageBytes, *sV = sK + L::KV::kBytes;
         const bool live = j * BN <= q0 + 63; /* else every key of the block is after every query of this consumer */
-        if (!attn_turn_open(turns, pend, product, full, empty, s, ph, live, lane)) continue;
+        if (!attn_turn_open(turns, pend, product, full, empty, s, ph, live)) continue;
         float sc[BN / 2], dp[BN / 2];
         wgmma_fence();
         attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK);
         wgmma_commit();
-        attn_turn_products_done(pend, empty, lane);
+        attn_turn_products_done(pend, empty);
         wgmma_fence();
         attn_mma_abt<HD, BM, BN>(dp, sdy, row0, sV);
         wgmma_commit();

@@ -50,10 +50,10 @@ __device__ __forceinline__ uint8_t *attn_smem_base(uint8_t *raw) {
 }
 
 /* The CTA's mbarriers, contiguous in shared memory: the first n_full completed by the producer's one arrival (and
- * its TMA bytes), then n_empty completed by lane 0 of each of the 8 consumer warps. Every thread calls it. */
+ * its TMA bytes), then n_empty completed by the 256 consumer threads (attn_turn_open). Every thread calls it. */
 __device__ __forceinline__ void attn_init_barriers(uint64_t *bars, int n_full, int n_empty) {
     if (threadIdx.x == 0) {
-        for (int i = 0; i < n_full + n_empty; i++) mbar_init(&bars[i], i < n_full ? 1 : 8);
+        for (int i = 0; i < n_full + n_empty; i++) mbar_init(&bars[i], i < n_full ? 1 : 256);
         mbar_fence_init();
     }
     __syncthreads();
@@ -109,16 +109,16 @@ struct AttnTurns {
  * (the products complete behind it: their registers and their stage are free), issues and commits the second (dP or
  * dP^T) and passes the turn. Before the consumer's first block (pend < 0) the products are issued all the same, on
  * stage s with the consumer's P and dS still zero, adding exact zeros to zeros: a wgmma on one path only makes
- * ptxas serialize them all (C7520). */
+ * ptxas serialize them all (C7520). Every consumer thread arrives on a stage's empty barrier: an mbarrier arrive
+ * releases the arriving thread's own reads only, and each thread reads the stage's L and D rows (the dK/dV CTA). */
 template <class Products>
 __device__ __forceinline__ bool attn_turn_open(const AttnTurns<> &turns, int pend, Products &products,
-                                               uint64_t *full, uint64_t *empty, int s, uint32_t ph, bool live,
-                                               int lane) {
+                                               uint64_t *full, uint64_t *empty, int s, uint32_t ph, bool live) {
     turns.take();
     mbar_wait(&full[s], ph);
     if (!live) {
         turns.pass();
-        if (lane == 0) mbar_arrive(&empty[s]);
+        mbar_arrive(&empty[s]);
         return false;
     }
     wgmma_fence();
@@ -127,9 +127,9 @@ __device__ __forceinline__ bool attn_turn_open(const AttnTurns<> &turns, int pen
 }
 /* In a turn, after the first matmul's commit: waits for the products (only that matmul stays in flight) and frees
  * their stage. */
-__device__ __forceinline__ void attn_turn_products_done(int pend, uint64_t *empty, int lane) {
+__device__ __forceinline__ void attn_turn_products_done(int pend, uint64_t *empty) {
     wgmma_wait<1>();
-    if (lane == 0 && pend >= 0) mbar_arrive(&empty[pend]);
+    if (pend >= 0) mbar_arrive(&empty[pend]);
 }
 /* The last turn: the last block's products, if any, issued and waited for (the consumer then pins their
  * accumulators, attn_pin: the wait is on one path only, and a wait outside it would make ptxas serialize, C7515). */

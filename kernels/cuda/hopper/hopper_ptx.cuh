@@ -103,6 +103,15 @@ __device__ __forceinline__ void tma_reduce_add_2d(const CUtensorMap *map, uint32
                  : "memory");
 }
 
+/* A 1-D bulk copy of bytes (a multiple of 16, both ends 16-byte aligned) from global to shared memory, completing
+ * on the mbarrier bar as transaction bytes. */
+__device__ __forceinline__ void bulk_load_1d(void *dst, const void *src, uint32_t bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     smem_u32(dst)),
+                 "l"(reinterpret_cast<uint64_t>(src)), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
+
 /* A shared-memory load by shared-window address. */
 __device__ __forceinline__ float2 ld_shared_v2f32(uint32_t addr) {
     float2 v;
