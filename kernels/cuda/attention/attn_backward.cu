@@ -4,7 +4,8 @@
  *   dV_k = sum_q P_qk dy_q,   dK_k = scale sum_q dS_qk q_q,   dQ_q = scale sum_k dS_qk k_k,   dS = P (dy.v - D_q).
  * Two kernels:
  *   prep: per (sequence, query head) rows of L = lse log2(e) and D, padded to a whole number of 128-row tiles
- *     (L = +inf, so P = 0, and D = 0 past T), which the CTAs of the second read from global memory (L2);
+ *     (L = +inf, so P = 0, and D = 0 past T): the dQ CTAs read them from global memory, the dK/dV CTAs'
+ *     producer copies each query block's into its stage;
  *   one grid of dK/dV CTAs, then dQ CTAs (attn_bwd_kernel):
  *   dK/dV: one CTA per (128-key block, KV head, sequence), 64 keys per consumer warpgroup, K and V resident; it
  *     loops over the group's query heads and the query blocks (128 queries at head dim 64, 64 at 128) at or after
