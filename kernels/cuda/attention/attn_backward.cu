@@ -73,7 +73,8 @@ struct AttnDkdvShape {
     static constexpr int kStages = HD == 64 ? 4 : 3;
     using KV = AttnTile<HD, BK>;
     using Q = AttnTile<HD, BQ>;
-    /* a stage: the Q and dy blocks, then the block's L and D rows (in a KB of their own, the tiles kept 1 KB-aligned) */
+    /* a stage: the Q and dy blocks, then the block's L and D rows (in a KB of their own: the tiles stay
+     * 1 KB-aligned) */
     static constexpr int oLD = 2 * Q::kBytes, kLoadBytes = oLD + 2 * BQ * 4, kStageBytes = oLD + 1024;
     static_assert(2 * BQ * 4 <= 1024, "L and D rows fit their KB");
     static constexpr int oV = KV::kBytes, oStage = 2 * KV::kBytes, oBar = oStage + kStages * kStageBytes;
