@@ -6,7 +6,8 @@
  * and 8, outputs poisoned with NaN. The backward of both gets the same y (the CPU's, rounded to bf16) and lse.
  * Tolerances (||gpu - cpu|| / ||cpu||): y and dQ/dK/dV 1e-2 (bf16 outputs; P and dS are rounded to bf16 as
  * tensor-core operands), lse 1e-5 (fp32 statistics of exact bf16 products). Also: the backward gives the same bits
- * twice (no atomics). --quick: only T <= 385 (for the sanitizers). */
+ * twice (no atomics). And the forward on scores that rise along the keys (test_attention_rising). --quick: only
+ * T <= 385 (for the sanitizers). */
 #include "tests/gpu/gpu_test_util.h"
 
 #define ATT_BF16_TOL 1e-2
@@ -68,6 +69,40 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
     gpu_free_all();
 }
 
+/* The forward on scores that rise along the keys, so that a row's later key blocks pass its running maximum (the
+ * forward's rescue, attn_forward.cu): queries in [0, 1], keys random in [-1, 1] plus slope * g / (Hkv - 1) * t / T
+ * times a factor in [0, 1] for KV head g at position t (head 0 does not rise), values random. A slope of 90 moves a
+ * row's maximum (log2) by about 100 a key block at T = 333 and head dim 64 (the rescue's rescale), by more than 124
+ * at head dim 128 (its second scoring), and by 5-23 a block at T = 2048 (a rescale every few blocks); a slope of
+ * 1500, by far more than 124 everywhere. */
+static void test_attention_rising(int B, int T, int Hq, int Hkv, int hd, double slope) {
+    const int ld = (Hq + 2 * Hkv) * hd, ldy = Hq * hd;
+    const size_t n_qkv = (size_t)B * T * ld, n_y = (size_t)B * T * ldy, n_lse = (size_t)B * Hq * T;
+    char what[192];
+    float *qkv = rand_bf(n_qkv, 0.0, 1.0);
+    for (size_t r = 0; r < (size_t)B * T; r++) {
+        const int t = (int)(r % T);
+        for (int c = 0; c < Hq * hd; c++) qkv[r * ld + c] = bf16_round(0.5f + 0.5f * qkv[r * ld + c]);
+        for (int g = 0; g < Hkv; g++) {
+            const double rise = Hkv > 1 ? slope * g / (Hkv - 1) * t / T : slope * t / T;
+            float *k = qkv + r * ld + (Hq + g) * hd;
+            for (int d = 0; d < hd; d++) k[d] = bf16_round((float)(k[d] + rise * (0.5 + 0.5 * rnd())));
+        }
+    }
+    float *y = nan_f(n_y), *lse = nan_f(n_lse);
+    kc->attention_forward(cctx(), qkv, y, lse, B, T, Hq, Hkv, hd);
+    void *gqkv = dev_act(qkv, n_qkv), *gy = dev_act_nan(n_y);
+    float *glse = dev_f32_nan(n_lse);
+    kg->attention_forward(gctx(), gqkv, gy, glse, B, T, Hq, Hkv, hd);
+    snprintf(what, sizeof what, "attention_forward (rising scores, slope %g, B=%d T=%d Hq=%d Hkv=%d hd=%d): y",
+             slope, B, T, Hq, Hkv, hd);
+    check_rel(what, get_act(gy, n_y), y, n_y, ATT_BF16_TOL);
+    snprintf(what, sizeof what, "attention_forward (rising scores, slope %g, B=%d T=%d Hq=%d Hkv=%d hd=%d): lse",
+             slope, B, T, Hq, Hkv, hd);
+    check_rel(what, get_f32(glse, n_lse), lse, n_lse, ATT_LSE_TOL);
+    gpu_free_all();
+}
+
 int main(int argc, char **argv) {
     const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     require_gpu();
@@ -79,10 +114,12 @@ int main(int argc, char **argv) {
         for (int ti = 0; ti < 4; ti++)
             for (int ri = 0; ri < 4; ri++) test_attention(2, short_Ts[ti], 2 * ratios[ri], 2, hds[hi]);
         for (int ti = 0; ti < 4; ti++) test_attention(2, tile_Ts[ti], 4, 2, hds[hi]);
+        for (int si = 0; si < 2; si++) test_attention_rising(2, 333, 4, 2, hds[hi], si ? 1500.0 : 90.0);
         if (quick) continue;
         test_attention(1, 2048, 2, 2, hds[hi]);
         test_attention(1, 2048, 8, 2, hds[hi]);
         test_attention(1, 4096, 8, 1, hds[hi]);
+        for (int si = 0; si < 2; si++) test_attention_rising(1, 2048, 8, 4, hds[hi], si ? 1500.0 : 90.0);
     }
     test_attention(2, 77, 2, 1, 64);   /* the tiny config's heads */
     test_attention(1, 200, 32, 8, 64); /* the 1B config's heads */

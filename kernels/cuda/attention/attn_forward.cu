@@ -3,13 +3,14 @@
  * first, in a fixed order that evens out their work. A producer warpgroup whose one thread loads each tile's queries
  * into one of two buffers (the next tile's while this one's output is stored) and its K and V blocks of 128 keys by
  * TMA into a ring of stages; NC consumer warpgroups (3 at head dim 64, 2 at 128), 64 queries each, computing S = Q K^T
- * on wgmma from shared memory, the online softmax (base 2) in registers, and O += P V with P as the register A
- * operand, V read MN-major from the same tile the load wrote. The consumers take turns at the tensor cores (round
- * robin), and each runs a block's softmax while its previous block's P V completes. A consumer masks only the key
- * blocks past its own first query and computes none past its own last; blocks past the tile's last query are never
- * loaded. The 192-query tiles end at the sequence's end, and the rows that T leaves over pad the start of tile 0
- * (AttnFwdBlocks). The output goes through the consumer's own query rows in shared memory to one TMA store; lse
- * (natural log) is kept for the backward. K/V are read in place for every query head of their group. */
+ * on wgmma from shared memory, the online softmax (base 2) in registers, with maxima on a tile's first key block only
+ * (kHeadroom), and O += P V with P as the register A operand, V read MN-major from the same tile the load wrote. The
+ * consumers take turns at the tensor cores (round robin), and each runs a block's softmax while its previous block's P
+ * V completes. A consumer masks only the key blocks past its own first query and computes none past its own last;
+ * blocks past the tile's last query are never loaded. The 192-query tiles end at the sequence's end, and the rows that
+ * T leaves over pad the start of tile 0 (AttnFwdBlocks). The output goes through the consumer's own query rows in
+ * shared memory to one TMA store; lse (natural log) is kept for the backward. K/V are read in place for every query
+ * head of their group. */
 #include "kernels/cuda/attention/attn_tiles.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -41,6 +42,7 @@ struct AttnFwdParams {
     int T, Hq, Hkv, B;
     float scale_log2; /* log2(e) / sqrt(hd) */
     CUtensorMap q;    /* qkv again, box 64 x BM: the query tiles */
+    const __nv_bfloat16 *qkv_raw; /* qkv itself, for attn_fwd_rescue's scores */
 };
 
 /* The tiles, in order: query tiles from the longest (most key blocks) down, and within one, heads fastest, then
@@ -93,14 +95,19 @@ struct AttnFwdBlocks {
     }
 };
 
-/* A block's online softmax (base 2) on its unscaled scores sc, an m64nBN fragment: on a masked block (MASKED) sets
- * the scores of the keys after each query to -inf, last[h] being the last key that the thread's row h (its first,
- * and the one 8 below) sees, less the block's first key; updates the running maxima m (scaled) and sums l, and
- * leaves P = 2^(s scale - m) in sc and the factor of the output so far in alpha. A row's m moves only when the
- * block's maximum passes it by more than 8, so P stays at most 2^8, far inside bf16's and fp32's ranges, and alpha
- * is exactly 1 on most blocks, where the caller skips the output's rescale. Every row has an unmasked key (key 0) in
- * block 0, which comes first, so the maxima are finite and a row with all keys of a later block masked gets P = 0
- * and alpha = 1 there. */
+/* The forward's online softmax (base 2) keeps P = 2^(s scale - m) with a running offset m per row that sits
+ * kHeadroom above the row's maximum when it is set: P's largest is then 2^-64, and a later block's scores may pass
+ * that maximum by up to 72 (in log2) before any P passes 2^8, the bound that keeps P in bf16 and the output's fp32
+ * sums far from overflow. So the later blocks need no maxima (attn_fwd_exp_block): m stays, and the output's factor
+ * is 1. P below 2^-126 (62 below the maximum and more) flushes to 0, which changes no fp32 sum of the row. */
+constexpr float kHeadroom = 64.0f;
+
+/* Block 0's online softmax on its unscaled scores sc, an m64nBN fragment, and a rescued block's (attn_fwd_rescue):
+ * on a masked block (MASKED) sets the scores of the keys after each query to -inf, last[h] being the last key that
+ * the thread's row h (its first, and the one 8 below) sees, less the block's first key; where the block's maximum
+ * would make a P pass 2^8 (always on block 0, where m is -inf), sets m to that maximum plus kHeadroom and leaves the
+ * factor of the output so far in alpha (else 1); updates the sums l and leaves P in sc. Every row has an unmasked
+ * key (key 0) in block 0, so the maxima are finite after it. */
 template <int BN, bool MASKED>
 __device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, float *l, float *alpha, const int *last,
                                                        int lane, float scale_log2) {
@@ -114,10 +121,11 @@ __device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, floa
     for (int i = 0; i < BN / 2; i++) mx[attn_frag_half(i)] = fmaxf(mx[attn_frag_half(i)], sc[i]);
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
-        const float mnew = fmaxf(m[hh], attn_quad_max(mx[hh]) * scale_log2);
-        const bool up = mnew > m[hh] + 8.0f;
+        const float top = attn_quad_max(mx[hh]) * scale_log2;
+        const bool up = top > m[hh] + 8.0f;
+        const float mnew = up ? top + kHeadroom : m[hh];
         alpha[hh] = up ? attn_exp2(m[hh] - mnew) : 1.0f;
-        m[hh] = up ? mnew : m[hh];
+        m[hh] = mnew;
         l[hh] *= alpha[hh];
     }
 #pragma unroll
@@ -135,6 +143,92 @@ __device__ __forceinline__ void attn_fwd_softmax(float *sc, float *m, float *l, 
         attn_fwd_softmax_block<BN, true>(sc, m, l, alpha, last, lane, scale_log2);
     else
         attn_fwd_softmax_block<BN, false>(sc, m, l, alpha, last, lane, scale_log2);
+}
+
+/* A later block's exponentials without its maxima: P = 2^(s scale - m) with m as it stands (masked keys -inf as
+ * above), and the thread's sums of P over each of its rows in ps. Returns whether the warp may keep them: every sum
+ * at most 2^8, so that every P is. Else (a row's scores passed its maximum by more than 72) the warp calls
+ * attn_fwd_rescue. */
+template <int BN, bool MASKED>
+__device__ __forceinline__ bool attn_fwd_exp_block(float *sc, const float *m, float *ps, const int *last, int lane,
+                                                   float scale_log2) {
+    ps[0] = ps[1] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) {
+        const int hh = attn_frag_half(i);
+        const float x = fmaf(sc[i], scale_log2, -m[hh]);
+        sc[i] = attn_exp2(MASKED && attn_frag_col(i, lane) > last[hh] ? -INFINITY : x);
+        ps[hh] += sc[i];
+    }
+    return !__any_sync(0xffffffffu, !(ps[0] <= 256.0f && ps[1] <= 256.0f)); /* NaN too goes to the rescue */
+}
+
+/* The scores of a block for the thread's fragment, recomputed in fp32 from qkv in global memory (the rescue's
+ * overflow path), one at a time (the fragment's registers are all that stays live): rows before position 0 and keys
+ * at or past T score 0, as the zero-filled tiles give. */
+template <int HD, int BN>
+__device__ __forceinline__ void attn_fwd_scores_again(float *sc, const __nv_bfloat16 *qkv, long ld, int T, int b,
+                                                      int qcol, int kcol, int pos0, int key0, int lane) {
+    const __nv_bfloat16 *seq = qkv + (long)b * T * ld;
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) {
+        const int pos = pos0 + 8 * attn_frag_half(i), key = key0 + attn_frag_col(i, lane);
+        float acc = 0.0f;
+        if (pos >= 0 && pos < T && key < T) {
+            const uint4 *q = reinterpret_cast<const uint4 *>(seq + (long)pos * ld + qcol);
+            const uint4 *k = reinterpret_cast<const uint4 *>(seq + (long)key * ld + kcol);
+#pragma unroll 1
+            for (int c = 0; c < HD / 8; c++) { /* 8 bf16 of each */
+                const uint4 qa = q[c], ka = k[c];
+                const uint32_t qw[4] = {qa.x, qa.y, qa.z, qa.w}, kw[4] = {ka.x, ka.y, ka.z, ka.w};
+#pragma unroll
+                for (int w = 0; w < 4; w++) {
+                    const float2 qf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&qw[w]));
+                    const float2 kf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&kw[w]));
+                    acc = fmaf(qf.y, kf.y, fmaf(qf.x, kf.x, acc));
+                }
+            }
+        }
+        sc[i] = acc;
+    }
+}
+
+/* What the rescue needs to score a block again. */
+struct AttnFwdRescueArgs {
+    const __nv_bfloat16 *qkv;
+    long ld;
+    int T, b, qcol, kcol, pos0, key0; /* pos0: the query position of the thread's first row */
+};
+
+/* A block that attn_fwd_exp_block could not keep, for the whole warp (a quad's threads share their rows' m). If
+ * every P is at most 2^60, each row whose largest P passed 2^8 moves its m up by the whole k that brings that P
+ * to 2^-64 (at most 2^-65 below), and scales its P, l and output by 2^-k (exact: a power of 2). Else (a score more
+ * than 124 above its row's maximum, in log2, or an inf or NaN) the warp scores the block again from global memory
+ * (attn_fwd_scores_again: the exponentials lost them) and runs block 0's softmax on them. Leaves P in sc, the
+ * output's factor in alpha, and l updated with this block's P. */
+template <int HD, int BN, bool MASKED>
+__device__ __forceinline__ void attn_fwd_rescue(float *sc, float *m, float *l, const float *ps, float *alpha,
+                                                const int *last, int lane, float scale_log2,
+                                                const AttnFwdRescueArgs &a) {
+    if (!__any_sync(0xffffffffu, !(ps[0] <= 0x1p60f && ps[1] <= 0x1p60f))) {
+        float mx[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) mx[attn_frag_half(i)] = fmaxf(mx[attn_frag_half(i)], sc[i]);
+#pragma unroll
+        for (int hh = 0; hh < 2; hh++) {
+            const float top = attn_quad_max(mx[hh]);
+            /* floor(log2 top) + 1 + 64 from the exponent bits (top in (2^8, 2^60]), at most 125 */
+            const int k = top > 256.0f ? (int)(__float_as_uint(top) >> 23) - 126 + (int)kHeadroom : 0;
+            alpha[hh] = __uint_as_float((uint32_t)(127 - k) << 23);
+            m[hh] += (float)k;
+            l[hh] = (l[hh] + ps[hh]) * alpha[hh];
+        }
+#pragma unroll
+        for (int i = 0; i < BN / 2; i++) sc[i] *= alpha[attn_frag_half(i)];
+        return;
+    }
+    attn_fwd_scores_again<HD, BN>(sc, a.qkv, a.ld, a.T, a.b, a.qcol, a.kcol, a.pos0, a.key0, lane);
+    attn_fwd_softmax_block<BN, MASKED>(sc, m, l, alpha, last, lane, scale_log2);
 }
 
 template <int HD>
@@ -262,16 +356,27 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
             if (lane == 0) mbar_arrive(&k_empty[s]);
             const int last[2] = {blocks.last_key(j, qrow), blocks.last_key(j, qrow + 8)};
-            attn_fwd_softmax<BN>(sc, m, l, alpha, blocks.is_masked(j, row0), last, lane, p.scale_log2);
+            const bool masked = blocks.is_masked(j, row0);
+            float ps[2];
+            const bool kept = masked ? attn_fwd_exp_block<BN, true>(sc, m, ps, last, lane, p.scale_log2)
+                                     : attn_fwd_exp_block<BN, false>(sc, m, ps, last, lane, p.scale_log2);
             /* the exponentials before the wait for P V (not sunk after it: they are what overlaps it), and pa live
              * until then (no temporary of the softmax may take the registers P V reads) */
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) reg_fence(sc[i]);
-            attn_wgmma_wait_after<HD / 2>(o, l[0], l[1]);
+            attn_wgmma_wait_after<HD / 2>(o, ps[0], ps[1]);
 #pragma unroll
             for (int i = 0; i < BN / 4; i++) reg_fence_u32(pa[i]);
             if (lane == 0) mbar_arrive(&v_empty[sp]);
-            if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) { /* a row of the warp moved */
+            if (kept) {
+                l[0] += ps[0];
+                l[1] += ps[1];
+            } else { /* rare: a row's maximum moved by more than 8, and with it the output's scale */
+                const int kv = t.h / (p.Hq / p.Hkv);
+                const AttnFwdRescueArgs ra = {p.qkv_raw, (long)(p.Hq + 2 * p.Hkv) * HD, p.T, t.b, t.h * HD,
+                                              (p.Hq + kv) * HD, blocks.first + qrow, j * BN};
+                if (masked) attn_fwd_rescue<HD, BN, true>(sc, m, l, ps, alpha, last, lane, p.scale_log2, ra);
+                else attn_fwd_rescue<HD, BN, false>(sc, m, l, ps, alpha, last, lane, p.scale_log2, ra);
 #pragma unroll
                 for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
             }
@@ -310,8 +415,10 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             const float sum = attn_quad_sum(l[hh]);
             inv[hh] = 1.0f / sum;
             const int q = blocks.first + qrow + 8 * hh; /* the row's query position */
+            /* m - 64 + log2(2^64 sum): the logarithm of a sum near 1 keeps its absolute precision */
             if ((lane & 3) == 0 && q >= 0 && q < p.T)
-                p.lse[((long)t.b * p.Hq + t.h) * p.T + q] = (m[hh] + log2f(sum)) * (1.0f / ATTN_LOG2E);
+                p.lse[((long)t.b * p.Hq + t.h) * p.T + q] =
+                    ((m[hh] - kHeadroom) + log2f(sum * 0x1p64f)) * (1.0f / ATTN_LOG2E);
         }
 #pragma unroll
         for (int i = 0; i < HD / 2; i++) o[i] *= inv[attn_frag_half(i)];
@@ -338,6 +445,7 @@ static void launch_fwd(KernelContext *kc, const void *qkv, void *y, float *lse, 
     p.q = ge_tensor_map_batched("attention_forward: q", qkv, ld, T, ld, B, 64, L::BM);
     p.y = ge_tensor_map_batched("attention_forward: y", y, ldy, T, ldy, B, 64, 64);
     p.lse = lse;
+    p.qkv_raw = static_cast<const __nv_bfloat16 *>(qkv);
     p.T = T;
     p.Hq = Hq;
     p.Hkv = Hkv;
