@@ -163,20 +163,29 @@ __device__ __forceinline__ bool attn_fwd_exp_block(float *sc, const float *m, fl
     return !__any_sync(0xffffffffu, !(ps[0] <= 256.0f && ps[1] <= 256.0f)); /* NaN too goes to the rescue */
 }
 
-/* The scores of a block for the thread's fragment, recomputed in fp32 from qkv in global memory (the rescue's
- * overflow path), one at a time (the fragment's registers are all that stays live): rows before position 0 and keys
- * at or past T score 0, as the zero-filled tiles give. */
+/* What the rescue needs to score a block again. */
+struct AttnFwdRescueArgs {
+    const __nv_bfloat16 *qkv;
+    long ld;
+    int T, b, qcol, kcol, pos0, key0; /* pos0: the query position of the thread's first row */
+};
+
+/* The block's scores for the thread's fragment, recomputed in fp32 from qkv in global memory (the rescue's second
+ * path), masked as attn_fwd_softmax_block<BN, true> masks them (when `masked`): rows before position 0 and keys at or
+ * past T score 0, as the zero-filled tiles give. One loop over the elements, through a local array: the code runs
+ * about never and stays small (the hot loop's instructions stay together). */
 template <int HD, int BN>
-__device__ __forceinline__ void attn_fwd_scores_again(float *sc, const __nv_bfloat16 *qkv, long ld, int T, int b,
-                                                      int qcol, int kcol, int pos0, int key0, int lane) {
-    const __nv_bfloat16 *seq = qkv + (long)b * T * ld;
-#pragma unroll
+__device__ __forceinline__ void attn_fwd_scores_again(float *sc, const AttnFwdRescueArgs &a, bool masked,
+                                                      const int *last, int lane) {
+    const __nv_bfloat16 *seq = a.qkv + (long)a.b * a.T * a.ld;
+    float again[BN / 2];
+#pragma unroll 1
     for (int i = 0; i < BN / 2; i++) {
-        const int pos = pos0 + 8 * attn_frag_half(i), key = key0 + attn_frag_col(i, lane);
+        const int hh = attn_frag_half(i), col = attn_frag_col(i, lane), pos = a.pos0 + 8 * hh, key = a.key0 + col;
         float acc = 0.0f;
-        if (pos >= 0 && pos < T && key < T) {
-            const uint4 *q = reinterpret_cast<const uint4 *>(seq + (long)pos * ld + qcol);
-            const uint4 *k = reinterpret_cast<const uint4 *>(seq + (long)key * ld + kcol);
+        if (pos >= 0 && pos < a.T && key < a.T) {
+            const uint4 *q = reinterpret_cast<const uint4 *>(seq + (long)pos * a.ld + a.qcol);
+            const uint4 *k = reinterpret_cast<const uint4 *>(seq + (long)key * a.ld + a.kcol);
 #pragma unroll 1
             for (int c = 0; c < HD / 8; c++) { /* 8 bf16 of each */
                 const uint4 qa = q[c], ka = k[c];
@@ -189,16 +198,11 @@ __device__ __forceinline__ void attn_fwd_scores_again(float *sc, const __nv_bflo
                 }
             }
         }
-        sc[i] = acc;
+        again[i] = masked && col > last[hh] ? -INFINITY : acc;
     }
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) sc[i] = again[i];
 }
-
-/* What the rescue needs to score a block again. */
-struct AttnFwdRescueArgs {
-    const __nv_bfloat16 *qkv;
-    long ld;
-    int T, b, qcol, kcol, pos0, key0; /* pos0: the query position of the thread's first row */
-};
 
 /* A block that attn_fwd_exp_block could not keep, for the whole warp (a quad's threads share their rows' m). If
  * every P is at most 2^60, each row whose largest P passed 2^8 moves its m up by the whole k that brings that P
@@ -206,9 +210,9 @@ struct AttnFwdRescueArgs {
  * than 124 above its row's maximum, in log2, or an inf or NaN) the warp scores the block again from global memory
  * (attn_fwd_scores_again: the exponentials lost them) and runs block 0's softmax on them. Leaves P in sc, the
  * output's factor in alpha, and l updated with this block's P. */
-template <int HD, int BN, bool MASKED>
+template <int HD, int BN>
 __device__ __forceinline__ void attn_fwd_rescue(float *sc, float *m, float *l, const float *ps, float *alpha,
-                                                const int *last, int lane, float scale_log2,
+                                                bool masked, const int *last, int lane, float scale_log2,
                                                 const AttnFwdRescueArgs &a) {
     if (!__any_sync(0xffffffffu, !(ps[0] <= 0x1p60f && ps[1] <= 0x1p60f))) {
         float mx[2] = {0.0f, 0.0f};
@@ -227,8 +231,8 @@ __device__ __forceinline__ void attn_fwd_rescue(float *sc, float *m, float *l, c
         for (int i = 0; i < BN / 2; i++) sc[i] *= alpha[attn_frag_half(i)];
         return;
     }
-    attn_fwd_scores_again<HD, BN>(sc, a.qkv, a.ld, a.T, a.b, a.qcol, a.kcol, a.pos0, a.key0, lane);
-    attn_fwd_softmax_block<BN, MASKED>(sc, m, l, alpha, last, lane, scale_log2);
+    attn_fwd_scores_again<HD, BN>(sc, a, masked, last, lane);
+    attn_fwd_softmax_block<BN, false>(sc, m, l, alpha, last, lane, scale_log2); /* masked above */
 }
 
 template <int HD>
@@ -375,8 +379,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
                 const int kv = t.h / (p.Hq / p.Hkv);
                 const AttnFwdRescueArgs ra = {p.qkv_raw, (long)(p.Hq + 2 * p.Hkv) * HD, p.T, t.b, t.h * HD,
                                               (p.Hq + kv) * HD, blocks.first + qrow, j * BN};
-                if (masked) attn_fwd_rescue<HD, BN, true>(sc, m, l, ps, alpha, last, lane, p.scale_log2, ra);
-                else attn_fwd_rescue<HD, BN, false>(sc, m, l, ps, alpha, last, lane, p.scale_log2, ra);
+                attn_fwd_rescue<HD, BN>(sc, m, l, ps, alpha, masked, last, lane, p.scale_log2, ra);
 #pragma unroll
                 for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
             }
