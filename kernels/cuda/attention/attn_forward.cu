@@ -300,6 +300,9 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
      * tile's first turn, not before it, and then frees the buffer. The last tile's buffer is never waited for by
      * the producer, whose final wait is for the tile before it; the kernel's end waits for the writes. */
     int stored_qb = -1;
+    /* Set for good once the warp has needed the rescue: its later blocks take their maxima, as block 0 does, so that
+     * scores that keep passing their rows' maxima cost no more than that (warp-uniform) */
+    bool with_maxima = false;
     for (int it = 0;; it++) {
         const int k = attn_fwd_tile_of_round(it), qb = it % QB;
         mbar_wait(&q_full[qb], (it / QB) & 1);
@@ -362,8 +365,16 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             const int last[2] = {blocks.last_key(j, qrow), blocks.last_key(j, qrow + 8)};
             const bool masked = blocks.is_masked(j, row0);
             float ps[2];
-            const bool kept = masked ? attn_fwd_exp_block<BN, true>(sc, m, ps, last, lane, p.scale_log2)
-                                     : attn_fwd_exp_block<BN, false>(sc, m, ps, last, lane, p.scale_log2);
+            bool kept = true;
+            const bool maxima = __any_sync(0xffffffffu, with_maxima); /* the same in every lane, as ptxas then knows */
+            if (!maxima) {
+                kept = masked ? attn_fwd_exp_block<BN, true>(sc, m, ps, last, lane, p.scale_log2)
+                              : attn_fwd_exp_block<BN, false>(sc, m, ps, last, lane, p.scale_log2);
+            } else {
+                attn_fwd_softmax<BN>(sc, m, l, alpha, masked, last, lane, p.scale_log2);
+                ps[0] = l[0];
+                ps[1] = l[1];
+            }
             /* the exponentials before the wait for P V (not sunk after it: they are what overlaps it), and pa live
              * until then (no temporary of the softmax may take the registers P V reads) */
 #pragma unroll
@@ -372,16 +383,22 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
 #pragma unroll
             for (int i = 0; i < BN / 4; i++) reg_fence_u32(pa[i]);
             if (lane == 0) mbar_arrive(&v_empty[sp]);
-            if (kept) {
+            if (maxima) {
+                if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) { /* a row of the warp moved */
+#pragma unroll
+                    for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
+                }
+            } else if (kept) {
                 l[0] += ps[0];
                 l[1] += ps[1];
-            } else { /* rare: a row's maximum moved by more than 8, and with it the output's scale */
+            } else { /* rare: a row's scores passed its maximum by more than 72, and the output's scale moves */
                 const int kv = t.h / (p.Hq / p.Hkv);
                 const AttnFwdRescueArgs ra = {p.qkv_raw, (long)(p.Hq + 2 * p.Hkv) * HD, p.T, t.b, t.h * HD,
                                               (p.Hq + kv) * HD, blocks.first + qrow, j * BN};
                 attn_fwd_rescue<HD, BN>(sc, m, l, ps, alpha, masked, last, lane, p.scale_log2, ra);
 #pragma unroll
                 for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
+                with_maxima = true;
             }
             attn_pack<BN>(sc, pa);
         }
