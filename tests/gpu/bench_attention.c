@@ -1,8 +1,8 @@
 /* bench_attention.c: times the CUDA attention forward and backward (a benchmark, not a test: run by
  * scripts/bench_attention.py, which times PyTorch's SDPA the same way). Usage: bench_attention B T Hq Hkv hd [rise].
  * Random bf16 inputs (with a sixth argument R, queries in [0, 1] and keys rising by R t / T times a factor in [0, 1] at
- * position t, as test_gpu_attention's rising scores: the forward's rescue, attn_forward.cu, on every few key blocks
- * or all of them); the forward and the backward are timed separately, in turns, by bench_timing.h's method (the
+ * position t, as test_gpu_attention's rising scores: the forward's rescue, attn_forward.cu, and its warps' maxima
+ * after it); the forward and the backward are timed separately, in turns, by bench_timing.h's method (the
  * backward's inputs y and lse from a forward of the same qkv); prints the median ms per call and TFLOP/s with the
  * usual causal convention (forward 2 matmuls of B*Hq*T^2*hd/2 multiply-adds each, backward 2.5x).
  * Output: "attention fwd_ms F bwd_ms B fwd_tflops X bwd_tflops Y", then "method: " and BT_METHOD. */

@@ -4,13 +4,13 @@
  * into one of two buffers (the next tile's while this one's output is stored) and its K and V blocks of 128 keys by
  * TMA into a ring of stages; NC consumer warpgroups (3 at head dim 64, 2 at 128), 64 queries each, computing S = Q K^T
  * on wgmma from shared memory, the online softmax (base 2) in registers, with maxima on a tile's first key block only
- * (kHeadroom), and O += P V with P as the register A operand, V read MN-major from the same tile the load wrote. The
- * consumers take turns at the tensor cores (round robin), and each runs a block's softmax while its previous block's P
- * V completes. A consumer masks only the key blocks past its own first query and computes none past its own last;
- * blocks past the tile's last query are never loaded. The 192-query tiles end at the sequence's end, and the rows that
- * T leaves over pad the start of tile 0 (AttnFwdBlocks). The output goes through the consumer's own query rows in
- * shared memory to one TMA store; lse (natural log) is kept for the backward. K/V are read in place for every query
- * head of their group. */
+ * (kHeadroom) and on every block of a warp after its first rescue, and O += P V with P as the register A operand, V
+ * read MN-major from the same tile the load wrote. The consumers take turns at the tensor cores (round robin), and
+ * each runs a block's softmax while its previous block's P V completes. A consumer masks only the key blocks past its
+ * own first query and computes none past its own last; blocks past the tile's last query are never loaded. The
+ * 192-query tiles end at the sequence's end, and the rows that T leaves over pad the start of tile 0 (AttnFwdBlocks).
+ * The output goes through the consumer's own query rows in shared memory to one TMA store; lse (natural log) is kept
+ * for the backward. K/V are read in place for every query head of their group. */
 #include "kernels/cuda/attention/attn_tiles.cuh"
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -97,10 +97,14 @@ struct AttnFwdBlocks {
 
 /* The forward's online softmax (base 2) keeps P = 2^(s scale - m) with a running offset m per row that sits
  * kHeadroom above the row's maximum when it is set: P's largest is then 2^-64, and a later block's scores may pass
- * that maximum by up to 72 (in log2) before any P passes 2^8, the bound that keeps P in bf16 and the output's fp32
- * sums far from overflow. So the later blocks need no maxima (attn_fwd_exp_block): m stays, and the output's factor
- * is 1. P below 2^-126 (62 below the maximum and more) flushes to 0, which changes no fp32 sum of the row. */
+ * that maximum by up to 72 (in log2) before any P passes 2^kPBoundLog2 = 2^8, the bound that keeps P in bf16 and the
+ * output's fp32 sums far from overflow. So the later blocks need no maxima (attn_fwd_exp_block): m stays, and the
+ * output's factor is 1. P below 2^-126 (about 62 below the maximum and more) flushes to 0, which changes no fp32 sum
+ * of the row. The rescue rescales rows whose P is at most 2^kRescaleLog2; its factor 2^-k, k at most kRescaleLog2 +
+ * 1 + kHeadroom, stays a normal float. */
 constexpr float kHeadroom = 64.0f;
+constexpr int kPBoundLog2 = 8, kRescaleLog2 = 60;
+static_assert(kRescaleLog2 + 1 + (int)kHeadroom <= 126, "the rescale's factor 2^-k is a normal float");
 
 /* Block 0's online softmax on its unscaled scores sc, an m64nBN fragment, and a rescued block's (attn_fwd_rescue):
  * on a masked block (MASKED) sets the scores of the keys after each query to -inf, last[h] being the last key that
@@ -122,7 +126,7 @@ __device__ __forceinline__ void attn_fwd_softmax_block(float *sc, float *m, floa
 #pragma unroll
     for (int hh = 0; hh < 2; hh++) {
         const float top = attn_quad_max(mx[hh]) * scale_log2;
-        const bool up = top > m[hh] + 8.0f;
+        const bool up = top > m[hh] + (float)kPBoundLog2;
         const float mnew = up ? top + kHeadroom : m[hh];
         alpha[hh] = up ? attn_exp2(m[hh] - mnew) : 1.0f;
         m[hh] = mnew;
@@ -146,9 +150,9 @@ __device__ __forceinline__ void attn_fwd_softmax(float *sc, float *m, float *l, 
 }
 
 /* A later block's exponentials without its maxima: P = 2^(s scale - m) with m as it stands (masked keys -inf as
- * above), and the thread's sums of P over each of its rows in ps. Returns whether the warp may keep them: every sum
- * at most 2^8, so that every P is. Else (a row's scores passed its maximum by more than 72) the warp calls
- * attn_fwd_rescue. */
+ * above), and the thread's sums of P over each of its rows (32 keys) in ps. Returns whether the warp may keep them:
+ * every sum at most 2^8, so that every P is. Else the warp calls attn_fwd_rescue: certain where a score passed its
+ * row's maximum by more than 72 (in log2), possible from 67 on (32 P of 2^3 each). */
 template <int BN, bool MASKED>
 __device__ __forceinline__ bool attn_fwd_exp_block(float *sc, const float *m, float *ps, const int *last, int lane,
                                                    float scale_log2) {
@@ -160,7 +164,8 @@ __device__ __forceinline__ bool attn_fwd_exp_block(float *sc, const float *m, fl
         sc[i] = attn_exp2(MASKED && attn_frag_col(i, lane) > last[hh] ? -INFINITY : x);
         ps[hh] += sc[i];
     }
-    return !__any_sync(0xffffffffu, !(ps[0] <= 256.0f && ps[1] <= 256.0f)); /* NaN too goes to the rescue */
+    constexpr float bound = (float)(1 << kPBoundLog2);
+    return !__any_sync(0xffffffffu, !(ps[0] <= bound && ps[1] <= bound)); /* NaN too goes to the rescue */
 }
 
 /* What the rescue needs to score a block again. */
@@ -205,16 +210,18 @@ __device__ __forceinline__ void attn_fwd_scores_again(float *sc, const AttnFwdRe
 }
 
 /* A block that attn_fwd_exp_block could not keep, for the whole warp (a quad's threads share their rows' m). If
- * every P is at most 2^60, each row whose largest P passed 2^8 moves its m up by the whole k that brings that P
- * to 2^-64 (at most 2^-65 below), and scales its P, l and output by 2^-k (exact: a power of 2). Else (a score more
- * than 124 above its row's maximum, in log2, or an inf or NaN) the warp scores the block again from global memory
+ * every sum of P is at most 2^60, each row whose largest P passed 2^8 moves its m up by the whole k that brings that
+ * P to 2^-64 (at most 2^-65 below), and scales its P, l and output by 2^-k (exact: a power of 2); the other rows keep
+ * theirs (k = 0). Else (a score more than 124 above its row's maximum, in log2, possibly from 119 on, or an inf or
+ * NaN) the warp scores the block again from global memory
  * (attn_fwd_scores_again: the exponentials lost them) and runs block 0's softmax on them. Leaves P in sc, the
  * output's factor in alpha, and l updated with this block's P. */
 template <int HD, int BN>
 __device__ __forceinline__ void attn_fwd_rescue(float *sc, float *m, float *l, const float *ps, float *alpha,
                                                 bool masked, const int *last, int lane, float scale_log2,
                                                 const AttnFwdRescueArgs &a) {
-    if (!__any_sync(0xffffffffu, !(ps[0] <= 0x1p60f && ps[1] <= 0x1p60f))) {
+    constexpr float rescale_max = (float)(1ull << kRescaleLog2);
+    if (!__any_sync(0xffffffffu, !(ps[0] <= rescale_max && ps[1] <= rescale_max))) {
         float mx[2] = {0.0f, 0.0f};
 #pragma unroll
         for (int i = 0; i < BN / 2; i++) mx[attn_frag_half(i)] = fmaxf(mx[attn_frag_half(i)], sc[i]);
@@ -222,7 +229,8 @@ __device__ __forceinline__ void attn_fwd_rescue(float *sc, float *m, float *l, c
         for (int hh = 0; hh < 2; hh++) {
             const float top = attn_quad_max(mx[hh]);
             /* floor(log2 top) + 1 + 64 from the exponent bits (top in (2^8, 2^60]), at most 125 */
-            const int k = top > 256.0f ? (int)(__float_as_uint(top) >> 23) - 126 + (int)kHeadroom : 0;
+            const int k = top > (float)(1 << kPBoundLog2) ? (int)(__float_as_uint(top) >> 23) - 126 + (int)kHeadroom
+                                                          : 0;
             alpha[hh] = __uint_as_float((uint32_t)(127 - k) << 23);
             m[hh] += (float)k;
             l[hh] = (l[hh] + ps[hh]) * alpha[hh];
@@ -302,7 +310,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
     int stored_qb = -1;
     /* Set for good once the warp has needed the rescue: its later blocks take their maxima, as block 0 does, so that
      * scores that keep passing their rows' maxima cost no more than that (warp-uniform) */
-    bool with_maxima = false;
+    bool warp_takes_maxima = false;
     for (int it = 0;; it++) {
         const int k = attn_fwd_tile_of_round(it), qb = it % QB;
         mbar_wait(&q_full[qb], (it / QB) & 1);
@@ -366,13 +374,14 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             const bool masked = blocks.is_masked(j, row0);
             float ps[2];
             bool kept = true;
-            const bool maxima = __any_sync(0xffffffffu, with_maxima); /* the same in every lane, as ptxas then knows */
-            if (!maxima) {
+            /* the same in every lane, as ptxas then knows */
+            const bool takes_maxima = __any_sync(0xffffffffu, warp_takes_maxima);
+            if (!takes_maxima) {
                 kept = masked ? attn_fwd_exp_block<BN, true>(sc, m, ps, last, lane, p.scale_log2)
                               : attn_fwd_exp_block<BN, false>(sc, m, ps, last, lane, p.scale_log2);
             } else {
                 attn_fwd_softmax<BN>(sc, m, l, alpha, masked, last, lane, p.scale_log2);
-                ps[0] = l[0];
+                ps[0] = l[0]; /* for attn_wgmma_wait_after only: this path has l updated */
                 ps[1] = l[1];
             }
             /* the exponentials before the wait for P V (not sunk after it: they are what overlaps it), and pa live
@@ -383,7 +392,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
 #pragma unroll
             for (int i = 0; i < BN / 4; i++) reg_fence_u32(pa[i]);
             if (lane == 0) mbar_arrive(&v_empty[sp]);
-            if (maxima) {
+            if (takes_maxima) {
                 if (__any_sync(0xffffffffu, alpha[0] != 1.0f || alpha[1] != 1.0f)) { /* a row of the warp moved */
 #pragma unroll
                     for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
@@ -391,14 +400,15 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             } else if (kept) {
                 l[0] += ps[0];
                 l[1] += ps[1];
-            } else { /* rare: a row's scores passed its maximum by more than 72, and the output's scale moves */
+            } else { /* rare: a thread's sum of P passed 2^8 (a score passed its row's maximum by 67 to 72 or more) */
                 const int kv = t.h / (p.Hq / p.Hkv);
-                const AttnFwdRescueArgs ra = {p.qkv_raw, (long)(p.Hq + 2 * p.Hkv) * HD, p.T, t.b, t.h * HD,
-                                              (p.Hq + kv) * HD, blocks.first + qrow, j * BN};
-                attn_fwd_rescue<HD, BN>(sc, m, l, ps, alpha, masked, last, lane, p.scale_log2, ra);
+                const AttnFwdRescueArgs rescue_args = {
+                    p.qkv_raw, (long)(p.Hq + 2 * p.Hkv) * HD, p.T, t.b, t.h * HD, (p.Hq + kv) * HD,
+                    blocks.first + qrow, j * BN};
+                attn_fwd_rescue<HD, BN>(sc, m, l, ps, alpha, masked, last, lane, p.scale_log2, rescue_args);
 #pragma unroll
                 for (int i = 0; i < HD / 2; i++) o[i] *= alpha[attn_frag_half(i)];
-                with_maxima = true;
+                warp_takes_maxima = true;
             }
             attn_pack<BN>(sc, pa);
         }
