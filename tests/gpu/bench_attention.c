@@ -1,10 +1,10 @@
 /* bench_attention.c: times the CUDA attention forward and backward (a benchmark, not a test: run by
  * scripts/bench_attention.py, which times PyTorch's SDPA the same way). Usage: bench_attention B T Hq Hkv hd [rise].
- * Random bf16 inputs (with a sixth argument R, queries in [0, 1] and keys rising by R t / T times a factor in [0, 1] at
- * position t, as test_gpu_attention's rising scores: the forward's rescue, attn_forward.cu, and its warps' maxima
- * after it); the forward and the backward are timed separately, in turns, by bench_timing.h's method (the
- * backward's inputs y and lse from a forward of the same qkv); prints the median ms per call and TFLOP/s with the
- * usual causal convention (forward 2 matmuls of B*Hq*T^2*hd/2 multiply-adds each, backward 2.5x).
+ * Random bf16 inputs (with a sixth argument R, gpu_test_util.h's rising_qkv with every KV head's keys rising by R t /
+ * T: the forward's rescue, attn_forward.cu, and its warps' maxima after it); the forward and the backward are timed
+ * separately, in turns, by bench_timing.h's method (the backward's inputs y and lse from a forward of the same qkv);
+ * prints the median ms per call and TFLOP/s with the usual causal convention (forward 2 matmuls of B*Hq*T^2*hd/2
+ * multiply-adds each, backward 2.5x).
  * Output: "attention fwd_ms F bwd_ms B fwd_tflops X bwd_tflops Y", then "method: " and BT_METHOD. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,18 +42,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     const size_t n_qkv = (size_t)a.B * a.T * (a.Hq + 2 * a.Hkv) * a.hd, n_y = (size_t)a.B * a.T * a.Hq * a.hd;
-    float *qkv = rand_bf(n_qkv, 0.0, 2.0);
-    if (argc == 7) { /* rising scores */
-        const double rise = atof(argv[6]);
-        const int ld = (a.Hq + 2 * a.Hkv) * a.hd;
-        for (size_t r = 0; r < (size_t)a.B * a.T; r++) {
-            float *row = qkv + r * ld;
-            for (int c = 0; c < a.Hq * a.hd; c++) row[c] = bf16_round(0.5f + 0.25f * row[c]);
-            for (int c = a.Hq * a.hd; c < (a.Hq + a.Hkv) * a.hd; c++)
-                row[c] = bf16_round((float)(0.5 * row[c] + rise * (double)(r % a.T) / a.T * (0.5 + 0.5 * rnd())));
-        }
-    }
-    a.qkv = dev_act(qkv, n_qkv);
+    a.qkv = dev_act(argc == 7 ? rising_qkv(a.B, a.T, a.Hq, a.Hkv, a.hd, atof(argv[6]), 0) : rand_bf(n_qkv, 0.0, 2.0),
+                    n_qkv);
     a.dy = dev_act(rand_bf(n_y, 0.0, 1.0), n_y);
     a.y = dalloc(n_y * 2);
     a.dqkv = dalloc(n_qkv * 2);

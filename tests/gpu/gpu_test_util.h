@@ -79,6 +79,25 @@ static inline float *rand_bf(size_t n, double offset, double scale) {
     return a;
 }
 
+/* qkv ([B*T][(Hq + 2 Hkv) hd], bf16-rounded) whose scores rise along the keys, for the attention forward's rescue
+ * (attn_forward.cu): queries in [0, 1], keys in [-1, 1] plus rise * t / T times a factor in [0, 1] at position t,
+ * where rise is `slope` for every KV head (by_head 0) or slope * g / (Hkv - 1) for KV head g (by_head 1: head 0 does
+ * not rise); values in [-1, 1]. */
+static inline float *rising_qkv(int B, int T, int Hq, int Hkv, int hd, double slope, int by_head) {
+    const int ld = (Hq + 2 * Hkv) * hd;
+    float *qkv = rand_bf((size_t)B * T * ld, 0.0, 1.0);
+    for (size_t r = 0; r < (size_t)B * T; r++) {
+        const double at = (double)(r % T) / T;
+        for (int c = 0; c < Hq * hd; c++) qkv[r * ld + c] = bf16_round(0.5f + 0.5f * qkv[r * ld + c]);
+        for (int g = 0; g < Hkv; g++) {
+            const double rise = (by_head ? (Hkv > 1 ? slope * g / (Hkv - 1) : slope) : slope) * at;
+            float *k = qkv + r * ld + (Hq + g) * hd;
+            for (int d = 0; d < hd; d++) k[d] = bf16_round((float)(k[d] + rise * (0.5 + 0.5 * rnd())));
+        }
+    }
+    return qkv;
+}
+
 static inline int32_t *rand_tokens(int n, int V) {
     int32_t *t = halloc((size_t)n * sizeof(int32_t));
     for (int i = 0; i < n; i++) t[i] = (int32_t)((rnd() + 1.0) * 0.5 * V) % V;

@@ -70,8 +70,7 @@ static void test_attention(int B, int T, int Hq, int Hkv, int hd) {
 }
 
 /* The forward on scores that rise along the keys, so that a row's later key blocks pass its running maximum (the
- * forward's rescue, attn_forward.cu): queries in [0, 1], keys random in [-1, 1] plus slope * g / (Hkv - 1) * t / T
- * times a factor in [0, 1] for KV head g at position t (head 0 does not rise), values random. In log2, a slope of 90
+ * forward's rescue, attn_forward.cu): rising_qkv by KV head (slope * g / (Hkv - 1) for head g). In log2, a slope of 90
  * moves a row's maximum by about 100 a key block at T = 333 and head dim 64 (the rescue's rescale), by about 140 at
  * head dim 128 (also its second scoring), and by 5-23 a block at T = 2048 (a rescale once the growth passes 72); a
  * slope of 1500, by about 90 to far more than 124. A warp that took the rescue takes maxima afterwards, over the
@@ -81,16 +80,7 @@ static void test_attention_rising(int B, int T, int Hq, int Hkv, int hd, double 
     const int ld = (Hq + 2 * Hkv) * hd, ldy = Hq * hd;
     const size_t n_qkv = (size_t)B * T * ld, n_y = (size_t)B * T * ldy, n_lse = (size_t)B * Hq * T;
     char what[192];
-    float *qkv = rand_bf(n_qkv, 0.0, 1.0);
-    for (size_t r = 0; r < (size_t)B * T; r++) {
-        const int t = (int)(r % T);
-        for (int c = 0; c < Hq * hd; c++) qkv[r * ld + c] = bf16_round(0.5f + 0.5f * qkv[r * ld + c]);
-        for (int g = 0; g < Hkv; g++) {
-            const double rise = Hkv > 1 ? slope * g / (Hkv - 1) * t / T : slope * t / T;
-            float *k = qkv + r * ld + (Hq + g) * hd;
-            for (int d = 0; d < hd; d++) k[d] = bf16_round((float)(k[d] + rise * (0.5 + 0.5 * rnd())));
-        }
-    }
+    const float *qkv = rising_qkv(B, T, Hq, Hkv, hd, slope, 1);
     float *y = nan_f(n_y), *lse = nan_f(n_lse);
     kc->attention_forward(cctx(), qkv, y, lse, B, T, Hq, Hkv, hd);
     void *gqkv = dev_act(qkv, n_qkv), *gy = dev_act_nan(n_y);

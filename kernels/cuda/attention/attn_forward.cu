@@ -209,13 +209,12 @@ __device__ __forceinline__ void attn_fwd_scores_again(float *sc, const AttnFwdRe
     for (int i = 0; i < BN / 2; i++) sc[i] = again[i];
 }
 
-/* A block that attn_fwd_exp_block could not keep, for the whole warp (a quad's threads share their rows' m). If
- * every sum of P is at most 2^60, each row whose largest P passed 2^8 moves its m up by the whole k that brings that
- * P to 2^-64 (at most 2^-65 below), and scales its P, l and output by 2^-k (exact: a power of 2); the other rows keep
+/* A block that attn_fwd_exp_block could not keep, for the whole warp (a quad's threads share their rows' m). If every
+ * sum of P is at most 2^60, each row whose largest P passed 2^8 moves its m up by the whole k that brings that P to
+ * 2^-64 (at most 2^-65 below), and scales its P, l and output by 2^-k (exact: a power of 2); the other rows keep
  * theirs (k = 0). Else (a score more than 124 above its row's maximum, in log2, possibly from 119 on, or an inf or
- * NaN) the warp scores the block again from global memory
- * (attn_fwd_scores_again: the exponentials lost them) and runs block 0's softmax on them. Leaves P in sc, the
- * output's factor in alpha, and l updated with this block's P. */
+ * NaN) the warp scores the block again from global memory (attn_fwd_scores_again: the exponentials lost them) and runs
+ * block 0's softmax on them. Leaves P in sc, the output's factor in alpha, and l updated with this block's P. */
 template <int HD, int BN>
 __device__ __forceinline__ void attn_fwd_rescue(float *sc, float *m, float *l, const float *ps, float *alpha,
                                                 bool masked, const int *last, int lane, float scale_log2,
