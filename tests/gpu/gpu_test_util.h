@@ -87,10 +87,10 @@ static inline float *rising_qkv(int B, int T, int Hq, int Hkv, int hd, double sl
     const int ld = (Hq + 2 * Hkv) * hd;
     float *qkv = rand_bf((size_t)B * T * ld, 0.0, 1.0);
     for (size_t r = 0; r < (size_t)B * T; r++) {
-        const double at = (double)(r % T) / T;
+        const int t = (int)(r % T);
         for (int c = 0; c < Hq * hd; c++) qkv[r * ld + c] = bf16_round(0.5f + 0.5f * qkv[r * ld + c]);
         for (int g = 0; g < Hkv; g++) {
-            const double rise = (by_head ? (Hkv > 1 ? slope * g / (Hkv - 1) : slope) : slope) * at;
+            const double rise = (by_head && Hkv > 1 ? slope * g / (Hkv - 1) : slope) * t / T;
             float *k = qkv + r * ld + (Hq + g) * hd;
             for (int d = 0; d < hd; d++) k[d] = bf16_round((float)(k[d] + rise * (0.5 + 0.5 * rnd())));
         }
