@@ -12,8 +12,9 @@
  *     its keys (a producer thread streams Q and dy blocks by TMA), computing S^T = K Q^T and dP^T = V dy^T
  *     on wgmma with keys as rows, so that P^T and dS^T are register A operands of dV += P^T dy and dK += dS^T Q
  *     (Q and dy read MN-major); dK and dV stay in registers across the group, so GQA needs no reduction;
- *   dQ: one CTA per (128-query tile, query head, sequence), Q and dy resident, streaming K/V blocks (128 keys at
- *     head dim 64, 64 at 128) up to the diagonal: S = Q K^T, dP = dy V^T, dQ += dS K (K read MN-major).
+ *   dQ: one CTA per (128-query tile, KV head, sequence), taking the group's query heads in turn, each head's Q and
+ *     dy resident (two buffers: the next head's load while this one's dQ is stored), streaming K/V blocks (128 keys
+ *     at head dim 64, 64 at 128) up to the diagonal: S = Q K^T, dP = dy V^T, dQ += dS K (K read MN-major).
  * In both, the two consumers take turns at the tensor cores (AttnTurns, attn_turn_open): a turn issues the previous
  * block's products (dV and dK, or dQ) and this block's S behind them, then, once the products are complete, this
  * block's dP; the elementwise work runs during the other consumer's turn, P's exponentials while dP completes.
@@ -238,11 +239,15 @@ struct AttnDqShape {
     /* queries per CTA (64 per consumer), keys per stage (at head dim 128, 64: registers) */
     static constexpr int BM = 128, BN = HD == 64 ? 128 : 64;
     static constexpr int kStages = HD == 64 ? 4 : 3;
+    static constexpr int kQBufs = 2; /* the next query head's Q and dy load while this one's dQ is stored */
     using Q = AttnTile<HD, BM>;
     using KV = AttnTile<HD, BN>;
+    static constexpr int kQBytes = 2 * Q::kBytes;      /* Q and dy of one query head */
     static constexpr int kStageBytes = 2 * KV::kBytes; /* K and V blocks */
-    static constexpr int odY = Q::kBytes, oStage = 2 * Q::kBytes, oBar = oStage + kStages * kStageBytes;
-    static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
+    static constexpr int oStage = kQBufs * kQBytes, oBar = oStage + kStages * kStageBytes;
+    static constexpr int kBars = 2 * (kQBufs + kStages); /* q_full, full; q_empty, empty */
+    static constexpr int kSmem = oBar + kBars * 8 + 1024;
+    static_assert(kSmem <= 227 * 1024, "the dQ CTA's shared memory fits an SM's");
 };
 
 /* A dQ block's elementwise work on this thread's fragments (queries as rows, BN keys from k0 as columns), L and D of
@@ -266,33 +271,47 @@ __device__ __forceinline__ void attn_dq_ds(const float *pv, float *dp, const flo
     for (int i = 0; i < BN / 2; i++) dp[i] = pv[i] * (dp[i] - dr[attn_frag_half(i)]);
 }
 
-/* The dQ CTA of query tile qt of query head h of sequence b. */
+/* The dQ CTA of query tile qt of the query heads of KV head kv of sequence b: the group's heads one after another
+ * (their K and V blocks are the same, read again from L2), so that a CTA's start and end are paid once per group.
+ * Each head's Q and dy load into one of two buffers, the next head's while this one's dQ is stored from its own. */
 template <int HD>
-__device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *smem, int h, int b, int qt) {
+__device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *smem, int kv, int b, int qt) {
     using L = AttnDqShape<HD>;
-    constexpr int S = L::kStages, BM = L::BM, BN = L::BN;
-    uint8_t *sQ = smem, *sdy = smem + L::odY;
-    uint64_t *q_full = reinterpret_cast<uint64_t *>(smem + L::oBar), *full = q_full + 1, *empty = full + S;
-    const int kv = h / (p.Hq / p.Hkv);
+    constexpr int S = L::kStages, QB = L::kQBufs, BM = L::BM, BN = L::BN;
+    uint64_t *q_full = reinterpret_cast<uint64_t *>(smem + L::oBar), *full = q_full + QB, *q_empty = full + S,
+             *empty = q_empty + QB;
+    const int group = p.Hq / p.Hkv;
     const int nk_causal = (qt + 1) * BM / BN, nk_seq = (p.T + BN - 1) / BN;
     const int n_blocks = nk_causal < nk_seq ? nk_causal : nk_seq;
 
-    attn_init_barriers(q_full, 1 + S, S); /* q_full, full; empty */
+    attn_init_barriers(q_full, QB + S, QB + S); /* q_full, full; q_empty, empty */
 
     if (threadIdx.x < 128) {
         setmaxnreg_dec<24>();
         if (threadIdx.x == 0) {
-            mbar_arrive_expect_tx(q_full, 2 * L::Q::kBytes);
-            attn_load_tile<HD, BM>(sQ, &p.qkv[1], q_full, h * HD, qt * BM, b);
-            attn_load_tile<HD, BM>(sdy, &p.dy[1], q_full, h * HD, qt * BM, b);
-            for (int j = 0; j < n_blocks; j++) {
-                const int s = j % S;
-                const uint32_t ph = (j / S) & 1;
+            /* one loop over the group's heads i and their key blocks j (kvi = i n_blocks + j): the producer's 24
+             * registers hold it without spilling */
+            for (int kvi = 0, i = 0, j = 0; i < group; kvi++) {
+                if (j == 0) { /* the head's Q and dy first */
+                    const int qb = i % QB;
+                    uint8_t *sQ = smem + qb * L::kQBytes;
+                    mbar_wait(&q_empty[qb], ((i / QB) & 1) ^ 1);
+                    mbar_arrive_expect_tx(&q_full[qb], L::kQBytes);
+                    attn_load_tile<HD, BM>(sQ, &p.qkv[1], &q_full[qb], (kv * group + i) * HD, qt * BM, b);
+                    attn_load_tile<HD, BM>(sQ + L::Q::kBytes, &p.dy[1], &q_full[qb], (kv * group + i) * HD, qt * BM,
+                                           b);
+                }
+                const int s = kvi % S;
                 uint8_t *st = smem + L::oStage + s * L::kStageBytes;
-                mbar_wait(&empty[s], ph ^ 1);
+                mbar_wait(&empty[s], ((kvi / S) & 1) ^ 1);
                 mbar_arrive_expect_tx(&full[s], L::kStageBytes);
                 attn_load_tile<HD, BN>(st, &p.qkv[BN == 128], &full[s], (p.Hq + kv) * HD, j * BN, b);
-                attn_load_tile<HD, BN>(st + L::KV::kBytes, &p.qkv[BN == 128], &full[s], (p.Hq + p.Hkv + kv) * HD, j * BN, b);
+                attn_load_tile<HD, BN>(st + L::KV::kBytes, &p.qkv[BN == 128], &full[s], (p.Hq + p.Hkv + kv) * HD,
+                                       j * BN, b);
+                if (++j == n_blocks) {
+                    j = 0;
+                    i++;
+                }
             }
         }
         return;
@@ -302,69 +321,93 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
     const int c = consumer_warpgroup(), wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
     const int row0 = 64 * c, q0 = qt * BM + row0;
     int q[2];
-    float lr[2], dr[2];
 #pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        q[hh] = q0 + 16 * warp + (lane >> 2) + 8 * hh;
-        const long at = ((long)b * p.Hq + h) * p.Tpad + q[hh]; /* q < Tpad: tiles of 128 rows */
-        lr[hh] = p.L[at];
-        dr[hh] = p.D[at];
-    }
-    float dq[HD / 2];
+    for (int hh = 0; hh < 2; hh++) q[hh] = q0 + 16 * warp + (lane >> 2) + 8 * hh;
+    int kvi = 0;         /* K/V blocks consumed so far, over the group's heads */
+    int stored_qb = -1;  /* the storing thread's: the buffer whose dQ store it has yet to see read */
+    for (int i = 0; i < group; i++) {
+        const int h = kv * group + i, qb = i % QB;
+        uint8_t *sQ = smem + qb * L::kQBytes;
+        const uint8_t *sdy = sQ + L::Q::kBytes;
+        float lr[2], dr[2];
 #pragma unroll
-    for (int i = 0; i < HD / 2; i++) dq[i] = 0.0f;
-    mbar_wait(q_full, 0);
+        for (int hh = 0; hh < 2; hh++) {
+            const long at = ((long)b * p.Hq + h) * p.Tpad + q[hh]; /* q < Tpad: tiles of 128 rows */
+            lr[hh] = p.L[at];
+            dr[hh] = p.D[at];
+        }
+        float dq[HD / 2];
+#pragma unroll
+        for (int k = 0; k < HD / 2; k++) dq[k] = 0.0f;
+        mbar_wait(&q_full[qb], (i / QB) & 1);
 
-    /* Turns as in the dK/dV CTA: a turn issues the previous block's dQ product, this block's S behind it, and once
-     * the product is complete this block's dP. */
-    uint32_t da[BN / 4]; /* zero before the first block (attn_turn_open) */
+        /* Turns as in the dK/dV CTA: a turn issues the previous block's dQ product, this block's S behind it, and
+         * once the product is complete this block's dP. */
+        uint32_t da[BN / 4]; /* zero before the head's first block (attn_turn_open) */
 #pragma unroll
-    for (int i = 0; i < BN / 4; i++) da[i] = 0u;
-    int pend = -1; /* the stage whose dQ product is still to be issued */
-    auto product = [&](int sp) {
-        attn_mma_pv<HD, BN>(dq, da, smem + L::oStage + sp * L::kStageBytes, true);
-        wgmma_commit();
-    };
-    const AttnTurns turns(c);
-    for (int j = 0; j < n_blocks; j++) {
-        const int s = j % S;
-        const uint32_t ph = (j / S) & 1;
-        const uint8_t *sK = smem + L::oStage + s * L::kStageBytes, *sV = sK + L::KV::kBytes;
-        const bool live = j * BN <= q0 + 63; /* else every key of the block is after every query of this consumer */
-        if (!attn_turn_open(turns, pend, product, full, empty, s, ph, live)) continue;
-        float sc[BN / 2], dp[BN / 2];
-        wgmma_fence();
-        attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK);
-        wgmma_commit();
-        attn_turn_products_done(pend, empty);
-        wgmma_fence();
-        attn_mma_abt<HD, BM, BN>(dp, sdy, row0, sV);
-        wgmma_commit();
-        turns.pass();
-        attn_wgmma_wait<BN / 2, 1>(sc); /* S; P's exponentials run while dP is computed */
-        if (j * BN + BN - 1 > q0) /* a key of the block is after a query of this consumer */
-            attn_dq_p<BN, true>(sc, lr, p.scale_log2, j * BN, q, lane);
-        else
-            attn_dq_p<BN, false>(sc, lr, p.scale_log2, j * BN, q, lane);
-        attn_wgmma_wait<BN / 2>(dp);
-        attn_dq_ds<BN>(sc, dp, dr);
-        attn_pack<BN>(dp, da);
-        pend = s;
-    }
-    attn_turn_close(turns, pend, product);
-    attn_pin<HD / 2>(dq);
+        for (int k = 0; k < BN / 4; k++) da[k] = 0u;
+        int pend = -1; /* the stage whose dQ product is still to be issued */
+        auto product = [&](int sp) {
+            attn_mma_pv<HD, BN>(dq, da, smem + L::oStage + sp * L::kStageBytes, true);
+            wgmma_commit();
+        };
+        const AttnTurns turns(c);
+        for (int j = 0; j < n_blocks; j++) {
+            const int s = (kvi + j) % S;
+            const uint32_t ph = ((kvi + j) / S) & 1;
+            const uint8_t *sK = smem + L::oStage + s * L::kStageBytes, *sV = sK + L::KV::kBytes;
+            const bool live = j * BN <= q0 + 63; /* else every key of the block is after every query of this consumer */
+            if (!attn_turn_open(turns, pend, product, full, empty, s, ph, live)) continue;
+            float sc[BN / 2], dp[BN / 2];
+            wgmma_fence();
+            attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK);
+            wgmma_commit();
+            attn_turn_products_done(pend, empty);
+            wgmma_fence();
+            attn_mma_abt<HD, BM, BN>(dp, sdy, row0, sV);
+            wgmma_commit();
+            turns.pass();
+            /* the previous head's store has had this turn to read its buffer (block 0 is live for both consumers,
+             * so every head's first turn comes here) */
+            if (stored_qb >= 0) {
+                bulk_wait_read<0>();
+                mbar_arrive(&q_empty[stored_qb]);
+                stored_qb = -1;
+            }
+            attn_wgmma_wait<BN / 2, 1>(sc); /* S; P's exponentials run while dP is computed */
+            if (j * BN + BN - 1 > q0) /* a key of the block is after a query of this consumer */
+                attn_dq_p<BN, true>(sc, lr, p.scale_log2, j * BN, q, lane);
+            else
+                attn_dq_p<BN, false>(sc, lr, p.scale_log2, j * BN, q, lane);
+            attn_wgmma_wait<BN / 2>(dp);
+            attn_dq_ds<BN>(sc, dp, dr);
+            attn_pack<BN>(dp, da);
+            pend = s;
+        }
+        attn_turn_close(turns, pend, product);
+        attn_pin<HD / 2>(dq);
+        if (pend >= 0) mbar_arrive(&empty[pend]); /* the last product's stage, which the next head's loads reuse */
+        kvi += n_blocks;
 
-    attn_stage_grad<HD, BM>(sQ, row0, dq, p.scale, p.tail, true, h, qt * BM, b, p.T, warp, lane);
-    if (attn_store_begin(c, wtid)) {
-        attn_store_rows<HD, BM>(&p.dqkv, sQ, row0, h * HD, q0, b);
-        attn_store_end();
+        /* this consumer's Q rows were read by its own wgmmas only, all complete: they take dQ; every consumer
+         * thread but the storing one then frees the buffer, which the storing thread frees once its store has read
+         * it (in the next head's first turn, or at the end) */
+        attn_stage_grad<HD, BM>(sQ, row0, dq, p.scale, p.tail, true, h, qt * BM, b, p.T, warp, lane);
+        if (attn_store_begin(c, wtid)) {
+            attn_store_rows<HD, BM>(&p.dqkv, sQ, row0, h * HD, q0, b);
+            bulk_commit();
+            stored_qb = qb;
+        } else {
+            mbar_arrive(&q_empty[qb]);
+        }
     }
+    if (wtid == 0) bulk_wait_read<0>(); /* the last store's reads of shared memory */
 }
 
 /* ---------------------------------------------------------------- one grid for both */
 
 /* The dK/dV CTAs (KV heads fastest, then sequences, then key blocks from the first, with the most query blocks
- * after it, on), then the dQ CTAs (query heads fastest, then sequences, then query tiles from the last, with the
+ * after it, on), then the dQ CTAs (KV heads fastest, then sequences, then query tiles from the last, with the
  * most key blocks before it, down): one launch, so the short dQ CTAs fill the SMs that the dK/dV CTAs' tail leaves. */
 template <int HD>
 __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_bwd_kernel(const __grid_constant__ AttnBwdParams p) {
@@ -372,7 +415,7 @@ __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_bwd_kernel(const __grid_
     uint8_t *smem = attn_smem_base(attn_smem_raw);
     const int i = blockIdx.x, j = i - p.n_dkdv;
     if (j < 0) attn_dkdv_cta<HD>(p, smem, i % p.Hkv, i / p.Hkv % p.B, i / (p.Hkv * p.B));
-    else attn_dq_cta<HD>(p, smem, j % p.Hq, j / p.Hq % p.B, p.n_qt - 1 - j / (p.Hq * p.B));
+    else attn_dq_cta<HD>(p, smem, j % p.Hkv, j / p.Hkv % p.B, p.n_qt - 1 - j / (p.Hkv * p.B));
 }
 
 /* ---------------------------------------------------------------- launch */
@@ -411,7 +454,7 @@ static void launch_bwd(KernelContext *kc, const void *qkv, const void *y, const 
     const int smem = K::kSmem > Q::kSmem ? K::kSmem : Q::kSmem;
     p.n_dkdv = Hkv * B * cdiv(T, K::BK);
     p.n_qt = cdiv(T, Q::BM);
-    const long n_ctas = p.n_dkdv + (long)Hq * B * p.n_qt;
+    const long n_ctas = p.n_dkdv + (long)Hkv * B * p.n_qt;
     static bool smem_set;
     attn_set_smem(attn_bwd_kernel<HD>, smem, smem_set);
     attn_bwd_kernel<HD><<<n_ctas, ATTN_THREADS, smem, kc->stream>>>(p);
