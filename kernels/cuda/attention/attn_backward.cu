@@ -15,9 +15,10 @@
  *   dQ: one CTA per (128-query tile, KV head, sequence), taking the group's query heads in turn, each head's Q and
  *     dy resident (two buffers: the next head's load while this one's dQ is stored), streaming K/V blocks (128 keys
  *     at head dim 64, 64 at 128) up to the diagonal: S = Q K^T, dP = dy V^T, dQ += dS K (K read MN-major).
- * In both, the two consumers take turns at the tensor cores (AttnTurns, attn_turn_open): a turn issues the previous
- * block's products (dV and dK, or dQ) and this block's S behind them, then, once the products are complete, this
- * block's dP; the elementwise work runs during the other consumer's turn, P's exponentials while dP completes.
+ * In both, the two consumers take turns at the tensor cores (AttnTurns, attn_turn_open; the hd-64 dK/dV CTA's go
+ * without, AttnDkdvShape::Turns): a turn issues the previous block's products (dV and dK, or dQ) and this block's S
+ * behind them, then, once the products are complete, this block's dP; the elementwise work runs during the other
+ * consumer's turn, P's exponentials while dP completes.
  * Their stores carry the tail (attn_tiles.cuh's AttnTail: RoPE backward, r and the row dots c) when the fused
  * table asks for it, and go through the resident tiles' own rows to TMA stores. */
 #include "kernels/cuda/attention/attn_ops.h"
@@ -25,6 +26,7 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/cuda/gemm/gemm_maps.h"
+#include <type_traits>
 
 #define ATTN_PAD 128 /* L and D rows are padded to a multiple of this */
 
@@ -72,6 +74,9 @@ struct AttnDkdvShape {
     /* keys per CTA (64 per consumer), queries per stage (at head dim 128, 64: dK and dV fill the registers) */
     static constexpr int BK = 128, BQ = HD == 64 ? 128 : 64;
     static constexpr int kStages = HD == 64 ? 4 : 3;
+    /* the consumers' turns at the tensor cores: at head dim 64 none, each issues when ready (faster there, slower at
+     * 128; docs/DESIGN.md) */
+    using Turns = std::conditional_t<HD == 64, AttnNoTurns, AttnTurns<>>;
     using KV = AttnTile<HD, BK>;
     using Q = AttnTile<HD, BQ>;
     /* a stage: the Q and dy blocks, then the block's L and D rows (in a KB of their own: the tiles stay
@@ -167,7 +172,7 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
     for (int i = 0; i < HD / 2; i++) dk[i] = dv[i] = 0.0f;
     mbar_wait(kv_full, 0);
 
-    /* The consumers take turns at the tensor cores (AttnTurns, attn_turn_open): a turn issues the previous block's
+    /* The consumers take turns at the tensor cores (L::Turns, attn_turn_open): a turn issues the previous block's
      * dV and dK products as two commit groups; once dV is complete (P^T's registers free), this block's S^T; once dK
      * is, this block's dP^T. The tensor cores always have a group queued, and the registers hold at most dK, dV, L,
      * S^T and dP^T. The elementwise work (P^T, dS^T) runs while the other consumer has its turn. */
@@ -182,7 +187,7 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         attn_mma_pv<HD, BQ>(dk, da, pQ, true);
         wgmma_commit();
     };
-    const AttnTurns turns(c);
+    const typename L::Turns turns(c);
     AttnDkdvWalk w = {0, kv * group};
     for (int it = 0; it < n_it; it++, w.next(nq)) {
         const int s = it % S, qmin = (q_first + w.qi) * BQ;

@@ -102,6 +102,14 @@ struct AttnTurns {
     }
 };
 
+/* No turns: each consumer issues its matmuls as soon as it is ready (the hd-64 dK/dV CTA, AttnDkdvShape::Turns). */
+struct AttnNoTurns {
+    __device__ __forceinline__ explicit AttnNoTurns(int) {}
+    __device__ __forceinline__ void take() const {}
+    __device__ __forceinline__ void pass() const {}
+    __device__ __forceinline__ void last() const {}
+};
+
 /* A backward consumer's turn (attn_backward.cu), in which the previous block's products (dV and dK, or dQ) run
  * beside this block's matmuls. attn_turn_open takes the turn and waits for this block's stage s. If the block is all
  * masked for this consumer (!live), it hands the turn over, frees stage s and returns false: the products wait for
@@ -112,8 +120,8 @@ struct AttnTurns {
  * stage s with the consumer's P and dS still zero, adding exact zeros to zeros: a wgmma on one path only makes
  * ptxas serialize them all (C7520). Every consumer thread arrives on a stage's empty barrier: an mbarrier arrive
  * releases the arriving thread's own reads only, and each thread reads the stage's L and D rows (the dK/dV CTA). */
-template <class Products>
-__device__ __forceinline__ bool attn_turn_open(const AttnTurns<> &turns, int pend, Products &products,
+template <class Turns, class Products>
+__device__ __forceinline__ bool attn_turn_open(const Turns &turns, int pend, Products &products,
                                                uint64_t *full, uint64_t *empty, int s, uint32_t ph, bool live) {
     turns.take();
     mbar_wait(&full[s], ph);
@@ -134,8 +142,8 @@ __device__ __forceinline__ void attn_turn_products_done(int pend, uint64_t *empt
 }
 /* The last turn: the last block's products, if any, issued and waited for (the consumer then pins their
  * accumulators, attn_pin: the wait is on one path only, and a wait outside it would make ptxas serialize, C7515). */
-template <class Products>
-__device__ __forceinline__ void attn_turn_close(const AttnTurns<> &turns, int pend, Products &products) {
+template <class Turns, class Products>
+__device__ __forceinline__ void attn_turn_close(const Turns &turns, int pend, Products &products) {
     turns.take();
     if (pend >= 0) {
         wgmma_fence();
