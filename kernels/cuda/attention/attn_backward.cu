@@ -85,6 +85,7 @@ struct AttnDkdvShape {
     static_assert(2 * BQ * 4 <= 1024, "L and D rows fit their KB");
     static constexpr int oV = KV::kBytes, oStage = 2 * KV::kBytes, oBar = oStage + kStages * kStageBytes;
     static constexpr int kSmem = oBar + (1 + 2 * kStages) * 8 + 1024;
+    static_assert(kSmem <= 227 * 1024, "the dK/dV CTA's shared memory within a CTA's opt-in maximum");
 };
 
 /* A dK/dV block's elementwise work on this thread's fragments (keys as rows, BQ queries from qmin as columns), in
@@ -172,10 +173,11 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
     for (int i = 0; i < HD / 2; i++) dk[i] = dv[i] = 0.0f;
     mbar_wait(kv_full, 0);
 
-    /* The consumers take turns at the tensor cores (L::Turns, attn_turn_open): a turn issues the previous block's
-     * dV and dK products as two commit groups; once dV is complete (P^T's registers free), this block's S^T; once dK
-     * is, this block's dP^T. The tensor cores always have a group queued, and the registers hold at most dK, dV, L,
-     * S^T and dP^T. The elementwise work (P^T, dS^T) runs while the other consumer has its turn. */
+    /* A block's matmuls, in a turn at the tensor cores at head dim 128 and as soon as the consumer is ready at 64
+     * (L::Turns, attn_turn_open): the previous block's dV and dK products as two commit groups; once dV is complete
+     * (P^T's registers free), this block's S^T; once dK is, this block's dP^T. The tensor cores always have a group
+     * queued, and the registers hold at most dK, dV, L, S^T and dP^T. With turns, the elementwise work (P^T, dS^T)
+     * runs while the other consumer has its turn. */
     uint32_t pa[BQ / 4], da[BQ / 4]; /* zero before the first block (attn_turn_open) */
 #pragma unroll
     for (int i = 0; i < BQ / 4; i++) pa[i] = da[i] = 0u;
@@ -252,7 +254,7 @@ struct AttnDqShape {
     static constexpr int oStage = kQBufs * kQBytes, oBar = oStage + kStages * kStageBytes;
     static constexpr int kBars = 2 * (kQBufs + kStages); /* q_full, full; q_empty, empty */
     static constexpr int kSmem = oBar + kBars * 8 + 1024;
-    static_assert(kSmem <= 227 * 1024, "the dQ CTA's shared memory fits an SM's");
+    static_assert(kSmem <= 227 * 1024, "the dQ CTA's shared memory within a CTA's opt-in maximum");
 };
 
 /* A dQ block's elementwise work on this thread's fragments (queries as rows, BN keys from k0 as columns), L and D of
@@ -277,7 +279,8 @@ __device__ __forceinline__ void attn_dq_ds(const float *pv, float *dp, const flo
 }
 
 /* The dQ CTA of query tile qt of the query heads of KV head kv of sequence b: the group's heads one after another
- * (their K and V blocks are the same, read again from L2), so that a CTA's start and end are paid once per group.
+ * (their K and V blocks are the same, read again from L2), so that a CTA's start (barriers, the first loads, the
+ * pipeline's fill) and the wait for its last dQ store are paid once per group.
  * Each head's Q and dy load into one of two buffers, the next head's while this one's dQ is stored from its own. */
 template <int HD>
 __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *smem, int kv, int b, int qt) {
@@ -391,12 +394,14 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
         }
         attn_turn_close(turns, pend, product);
         attn_pin<HD / 2>(dq);
-        if (pend >= 0) mbar_arrive(&empty[pend]); /* the last product's stage, which the next head's loads reuse */
+        /* the last product's stage, which the next head's loads reuse (pend >= 0: block 0 is live for both
+         * consumers) */
+        if (pend >= 0) mbar_arrive(&empty[pend]);
         kvi += n_blocks;
 
         /* this consumer's Q rows were read by its own wgmmas only, all complete: they take dQ; every consumer
          * thread but the storing one then frees the buffer, which the storing thread frees once its store has read
-         * it (in the next head's first turn, or at the end) */
+         * it, in the next head's first turn (after the last head no load follows: it only waits for the read) */
         attn_stage_grad<HD, BM>(sQ, row0, dq, p.scale, p.tail, true, h, qt * BM, b, p.T, warp, lane);
         if (attn_store_begin(c, wtid)) {
             attn_store_rows<HD, BM>(&p.dqkv, sQ, row0, h * HD, q0, b);
@@ -413,7 +418,8 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
 
 /* The dK/dV CTAs (KV heads fastest, then sequences, then key blocks from the first, with the most query blocks
  * after it, on), then the dQ CTAs (KV heads fastest, then sequences, then query tiles from the last, with the
- * most key blocks before it, down): one launch, so the short dQ CTAs fill the SMs that the dK/dV CTAs' tail leaves. */
+ * most key blocks before it, down): one launch, so the dQ CTAs, the longest first, fill the SMs that the dK/dV CTAs'
+ * tail leaves. */
 template <int HD>
 __global__ void __launch_bounds__(ATTN_THREADS, 1) attn_bwd_kernel(const __grid_constant__ AttnBwdParams p) {
     extern __shared__ uint8_t attn_smem_raw[];

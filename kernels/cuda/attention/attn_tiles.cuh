@@ -50,8 +50,8 @@ __device__ __forceinline__ uint8_t *attn_smem_base(uint8_t *raw) {
 }
 
 /* The CTA's mbarriers, contiguous in shared memory: the first n_full completed by the producer's one arrival (and
- * its TMA bytes), then n_empty completed by every consumer thread (attn_turn_open, attn_turn_products_done). Every
- * thread calls it. */
+ * its TMA bytes), then n_empty completed by every consumer thread (attn_turn_open, attn_turn_products_done; the dQ
+ * CTA's also at a head's end: its last product's stage and its Q buffer). Every thread calls it. */
 __device__ __forceinline__ void attn_init_barriers(uint64_t *bars, int n_full, int n_empty) {
     if (threadIdx.x == 0) {
         for (int i = 0; i < n_full + n_empty; i++) mbar_init(&bars[i], i < n_full ? 1 : ATTN_THREADS - 128);
