@@ -206,14 +206,9 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
         /* S^T and dP^T as two commit groups: P^T's exponentials run while dP^T is computed */
         float st[BQ / 2], dpt[BQ / 2];
         wgmma_wait<1>(); /* dV, whose P^T registers S^T may then take */
-        wgmma_fence();
-        attn_mma_abt<HD, BK, BQ>(st, sK, row0, sQ);
-        wgmma_commit();
-        attn_turn_products_done(pend, empty);
-        wgmma_fence();
-        attn_mma_abt<HD, BK, BQ>(dpt, sV, row0, sdy);
-        wgmma_commit();
-        turns.pass();
+        attn_turn_matmuls(
+            turns, pend, empty, [&] { attn_mma_abt<HD, BK, BQ>(st, sK, row0, sQ); },
+            [&] { attn_mma_abt<HD, BK, BQ>(dpt, sV, row0, sdy); });
         attn_wgmma_wait<BQ / 2, 1>(st);
         if (qmin < key0 + 63) /* a query of the block is before a key of this consumer: two paths, as in the forward */
             attn_dkdv_p<BQ, true>(st, lq, p.scale_log2, qmin, key, lane);
@@ -367,14 +362,9 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
             const bool live = j * BN <= q0 + 63; /* else every key of the block is after every query of this consumer */
             if (!attn_turn_open(turns, pend, product, full, empty, s, ph, live)) continue;
             float sc[BN / 2], dp[BN / 2];
-            wgmma_fence();
-            attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK);
-            wgmma_commit();
-            attn_turn_products_done(pend, empty);
-            wgmma_fence();
-            attn_mma_abt<HD, BM, BN>(dp, sdy, row0, sV);
-            wgmma_commit();
-            turns.pass();
+            attn_turn_matmuls(
+                turns, pend, empty, [&] { attn_mma_abt<HD, BM, BN>(sc, sQ, row0, sK); },
+                [&] { attn_mma_abt<HD, BM, BN>(dp, sdy, row0, sV); });
             /* the previous head's store has had this turn to read its buffer (block 0 is live for both consumers,
              * so every head's first turn comes here) */
             if (stored_qb >= 0) {

@@ -50,7 +50,7 @@ __device__ __forceinline__ uint8_t *attn_smem_base(uint8_t *raw) {
 }
 
 /* The CTA's mbarriers, contiguous in shared memory: the first n_full completed by the producer's one arrival (and
- * its TMA bytes), then n_empty completed by every consumer thread (attn_turn_open, attn_turn_products_done; the dQ
+ * its TMA bytes), then n_empty completed by every consumer thread (attn_turn_open, attn_turn_matmuls; the dQ
  * CTA's also at a head's end: its last product's stage and its Q buffer). Every thread calls it. */
 __device__ __forceinline__ void attn_init_barriers(uint64_t *bars, int n_full, int n_empty) {
     if (threadIdx.x == 0) {
@@ -114,9 +114,8 @@ struct AttnNoTurns {
  * beside this block's matmuls. attn_turn_open takes the turn and waits for this block's stage s. If the block is all
  * masked for this consumer (!live), it hands the turn over, frees stage s and returns false: the products wait for
  * the next turn. Else it issues the products of the block in stage pend (products(stage), which commits them as one
- * or more groups), and the consumer issues and commits its first matmul (S or S^T), calls attn_turn_products_done
- * (the products complete behind it: their registers and their stage are free), issues and commits the second (dP or
- * dP^T) and passes the turn. Before the consumer's first block (pend < 0) the products are issued all the same, on
+ * or more groups), and the consumer's attn_turn_matmuls issues the block's two matmuls around the products' end
+ * and passes the turn. Before the consumer's first block (pend < 0) the products are issued all the same, on
  * stage s with the consumer's P and dS still zero, adding exact zeros to zeros: a wgmma on one path only makes
  * ptxas serialize them all (C7520). Every consumer thread arrives on a stage's empty barrier: an mbarrier arrive
  * releases the arriving thread's own reads only, and each thread reads the stage's L and D rows (the dK/dV CTA). */
@@ -134,11 +133,21 @@ __device__ __forceinline__ bool attn_turn_open(const Turns &turns, int pend, Pro
     products(pend >= 0 ? pend : s);
     return true;
 }
-/* In a turn, after the first matmul's commit: waits for the products (only that matmul stays in flight) and frees
- * their stage. */
-__device__ __forceinline__ void attn_turn_products_done(int pend, uint64_t *empty) {
+/* The rest of a live block's turn: the first matmul (first(), S or S^T) issued and committed behind the products,
+ * then the wait for the products (only that matmul stays in flight) and their stage freed, then the second matmul
+ * (second(), dP or dP^T) issued and committed, and the turn passed. */
+template <class Turns, class First, class Second>
+__device__ __forceinline__ void attn_turn_matmuls(const Turns &turns, int pend, uint64_t *empty, First &&first,
+                                                  Second &&second) {
+    wgmma_fence();
+    first();
+    wgmma_commit();
     wgmma_wait<1>();
     if (pend >= 0) mbar_arrive(&empty[pend]);
+    wgmma_fence();
+    second();
+    wgmma_commit();
+    turns.pass();
 }
 /* The last turn: the last block's products, if any, issued and waited for (the consumer then pins their
  * accumulators, attn_pin: the wait is on one path only, and a wait outside it would make ptxas serialize, C7515). */
