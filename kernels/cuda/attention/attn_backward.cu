@@ -401,7 +401,7 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
             mbar_arrive(&q_empty[qb]);
         }
     }
-    if (wtid == 0) bulk_wait_read<0>(); /* the last store's reads of shared memory */
+    if (stored_qb >= 0) bulk_wait_read<0>(); /* the last store's reads of shared memory */
 }
 
 /* ---------------------------------------------------------------- one grid for both */
