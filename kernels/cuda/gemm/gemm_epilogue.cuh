@@ -1,6 +1,7 @@
 /* gemm_epilogue.cuh: the five epilogue primitives (docs/DESIGN.md, "The GEMM-epilogue engine"), applied to the
- * accumulator tile while it is in registers. An epilogue program (a struct, see gemm_engine.cuh's note) calls them
- * from its per-fragment hook:
+ * accumulator tile while it is in registers, the staged output and input tiles, and how a program declares its
+ * outputs and inputs. An epilogue program (a struct deriving from GeProgram or GeEpilogue, at the end of this file)
+ * calls the primitives from its per-fragment hook:
  *   1. maps:        plain arithmetic on float2 pairs; helpers ge_add/ge_mul/ge_scale (the model's math, RoPE and
  *                   SwiGLU, is the backend's: kernels/cuda/cuda_math.cuh);
  *   2. broadcasts:  ge_row_vec (one value per row), ge_col_vec (a pair of per-column values);
@@ -9,10 +10,11 @@
  *                   (per column, over the tile's rows), written as one partial per (row, slice) or (M-tile, column);
  *   5. accumulate:  ge_accum (out += value, fp32 or bf16 out).
  * Output tiles go fastest through GeOut (3 and 5 through shared memory and TMA, asynchronous: the consumers do not
- * wait for global memory), and input tiles through GeTileIn (the whole tile's loads in flight at once, after an L2
+ * wait for global memory), and input tiles through GeTileIn (RING fragments' loads in flight, after an L2
  * prefetch) or GeTileInTma; ge_load / ge_store / ge_accum are the direct register paths. The inputs (GeTileIn,
  * GeTileInTma, GeColStage, GeRowVals, GeRowInts: GeInput types) are declared by the program (its inputs(), a
- * GeInputs list), and the engine calls their loads, waits and stores; frag() reads them.
+ * GeInputs list); the engine calls their hooks (prefetch, during, begin, flush), and frag() reads them (a TMA
+ * input's get() waits for its slot).
  * Every primitive masks rows >= M and columns >= N itself: a fragment of an edge tile may be partly outside. */
 #ifndef GEMM_EPILOGUE_CUH
 #define GEMM_EPILOGUE_CUH
@@ -20,7 +22,6 @@
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
-#include <string.h>
 #include <utility>
 
 #include "kernels/cuda/hopper/hopper_ptx.cuh"
@@ -36,8 +37,8 @@ struct GeTilePlumbing {
     int tthreads; /* the tile's owners: 256 or 128 */
     float *smem;  /* epilogue scratch in shared memory (column partials), or null */
     /* GeOut staging: the epilogue runs in chunks of 32 columns; this consumer's 64 rows of the chunk */
-    int crow0;     /* first row of this consumer's half of the tile: m0 + 64*consumer */
-    int srow;      /* this thread's first row inside that half: 16*warp + lane/4 (the second is +8) */
+    int crow0;     /* first row of the current row block (64 rows): m0 + 64 c cooperative, m0 + 64 mb ping-pong */
+    int srow;      /* this thread's first row inside that row block: 16*warp + lane/4 (the second is +8) */
     int chunk_col; /* first column of the current chunk */
     uint32_t stage; /* shared-window address of the current chunk's staging slots (4 KB units), or 0 */
     uint32_t moff;      /* the lane's row address in a bf16 staging slot for the warp's 8 x 8 matrix stores and
@@ -62,14 +63,14 @@ struct GeTile {
     int M, N;   /* output bounds */
     int m0, n0; /* tile origin */
     int tm, tn; /* tile index along M and N */
-    int row[2]; /* this thread's rows: m0 + 64*consumer + 16*warp + lane/4, and that + 8 */
+    int row[2]; /* this thread's rows: eng.crow0 + 16*warp + lane/4, and that + 8 */
     int col0;   /* this thread's first column: n0 + 2*(lane%4) */
     int j;      /* the fragment that frag() gets: 0..BN/8-1, a compile-time constant in the unrolled loop */
     GeTilePlumbing eng;
 };
 
-/* A pair of floats as bf16x2 (round to nearest even; x in the low half), and back. Written as bit operations: going
- * through __nv_bfloat162's halves cost two byte permutes per pair in the epilogue's SASS. */
+/* A pair of floats as bf16x2 (round to nearest even; x in the low half) by one cvt.rn.bf16x2.f32, and back by a
+ * shift and a mask: going through __nv_bfloat162's halves adds byte permutes per pair in the epilogue's SASS. */
 __device__ __forceinline__ uint32_t ge_pack_bf16x2(float2 v) {
     uint32_t u;
     asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(u) : "f"(v.y), "f"(v.x));
@@ -81,7 +82,7 @@ __device__ __forceinline__ float2 ge_unpack_bf16x2(uint32_t u) {
 
 /* Stops the kernel on a programming error (the launch fails with an illegal-address error): a store through a null
  * pointer. Not __trap(): a trap anywhere in the kernel makes ptxas allocate the consumers' code within the launch
- * bound's 168 registers instead of the 232 that setmaxnreg gives them (it then spilled). */
+ * bound's 168 registers instead of the 232 that setmaxnreg gives them, and the consumers spill. */
 __device__ __forceinline__ void ge_fault() { *(volatile int *)nullptr = 0; }
 
 /* Valid columns of the pair starting at `col` in a matrix of `ncols` columns: 0, 1 or 2. */
@@ -141,7 +142,7 @@ struct GeRowVals : GeInput {
 };
 struct GeRowInts : GeInput {
     struct Src {
-        const int32_t *const &p; /* the Params' field, read at each row's load */
+        const int32_t *const &p; /* a reference to the Params' field: read at each of the two rows' loads */
         int outside;
     };
     int v[2];
@@ -214,7 +215,7 @@ __device__ __forceinline__ float2 ge_store(T *p, long ld, const GeTile &t, int h
 }
 
 /* The output columns' pairs of a matrix twice as wide as the output ([M, 2 N], row stride ld: an interleaved pair
- * of columns per output column), stored straight from registers: p[e] goes to columns 2 (col + e), 2 (col + e) + 1
+ * of columns per output column), stored straight from registers: v[e] goes to columns 2 (col + e), 2 (col + e) + 1
  * of row h, rounded to bf16 (masked; one 8-byte store when whole and aligned). */
 __device__ __forceinline__ void ge_store_wide(bf16 *p, long ld, const GeTile &t, int h, int col, const float2 (&v)[2]) {
     const int nv = t.row[h] < t.M ? ge_pair_valid(col, t.N) : 0;
@@ -318,11 +319,12 @@ __device__ __forceinline__ float2 ge_accum(T *p, long ld, const GeTile &t, int h
  * fp32 rows of 128 B with the 128-byte swizzle, so that a warp's pair writes hit distinct banks); after the chunk
  * the engine has one thread per consumer issue the program's flush(), which stores (or, ACC, adds in L2) the
  * 64 x 32 box with one bulk tensor copy and does not wait for it. The TMA unit drops the box's elements outside
- * [M, N], so edge tiles need no masks. Made on the host by ge_out() (gemm.cu):
- * where TMA cannot describe the matrix (base not 16-byte aligned, row stride not a multiple of 16 bytes), tma = 0;
- * the program's direct() reports it, and ge_run launches the instantiation in which the same calls store
- * directly from registers. A program using GeOut declares kStageUnits = the sum of its
- * outputs' kUnits and gives each output its own unit offset. */
+ * [M, N], so edge tiles need no masks. Made on the host by ge_out() (gemm_engine.cuh; its map by ge_out_map,
+ * gemm.cu): where TMA cannot describe the matrix (base not 16-byte aligned, row stride or row length not a multiple
+ * of 16 bytes), tma = 0; the program's direct() reports it, and ge_run launches the instantiation in which the same
+ * calls store directly from registers. A program declares its GeOuts through GeProgram<Os...>, which sums their
+ * kUnits into kStageUnits and gives each its unit offset (ge_put<i>); one that calls ge_out_put by hand declares
+ * kStageUnits and passes the offsets itself. */
 template <class T, int COLS = 32, bool ACC = false>
 struct GeOut {
     CUtensorMap map;
@@ -439,7 +441,7 @@ __device__ __forceinline__ void ge_out_flush(const O &o, const GeTile &t, int un
 }
 
 /* The GeOut outputs of a program, in the order it declares them (GeProgram<Os...>; its Params hold them as
- * `Out out`). Output i's staging starts at the sum of the earlier outputs' units; flush() issues them in order;
+ * `Out out`). Output i's staging starts at the sum of the earlier outputs' units; flush_from(t) issues them in order;
  * any_direct() says whether one of them cannot be a TMA target (then the engine runs the direct-store
  * instantiation). ge_put<i>(p.out, t, col, v) puts a fragment of output i. */
 template <class... Os>
