@@ -288,7 +288,7 @@ __device__ __forceinline__ void ge_col_partial_add(const GeTile &t, int col, flo
     if (t.eng.lane < 4) *reinterpret_cast<float2 *>(t.eng.smem + t.eng.cwarp * bn + (col - t.n0)) = s;
 }
 __device__ __forceinline__ void ge_col_partial_store(float *part, long ld, const GeTile &t, int bn) {
-    named_bar_sync(1, 256);
+    named_bar_sync(1, 256); /* barrier 1: both consumers' 256 threads (column partials are cooperative only) */
     for (int c = t.eng.ctid; c < bn; c += 256) {
         float s = 0.0f;
 #pragma unroll
@@ -536,9 +536,8 @@ __device__ __forceinline__ void ge_prefetch_tile(const T *p, long ld, const GeTi
 
 /* The same spread over the main loop (the during() hook, k-block kb of nk): the tile's rows in PARTS parts, part q
  * in k-block nk - PARTS + q (all parts up to there in the first k-block when nk < PARTS), so that the lines arrive
- * shortly before the epilogue and do not compete with the main loop's first operand loads (for the SwiGLU
- * backward's input it measured faster than the prefetch before the main loop: docs/DESIGN.md, "Why the engine is
- * shaped this way"). */
+ * shortly before the epilogue and do not compete with the main loop's first operand loads (the SwiGLU backward's
+ * input: docs/DESIGN.md, "Why the engine is shaped this way", the SwiGLU epilogues). */
 template <int W = 1, int PARTS = 16, class T>
 __device__ __forceinline__ void ge_prefetch_tile_spread(const T *p, long ld, const GeTile &t, int bn, int kb, int nk) {
     const int last = kb - (nk - PARTS), first = kb == 0 ? 0 : last;
@@ -642,9 +641,8 @@ struct GeTileIn : GeInput {
  * Slots wholly outside the matrix are not loaded (all their outputs are masked). get(t, v) in frag() waits for the
  * chunk's slot at its first fragment and reads the fragment's two row pairs (warp-wide); put(t, v) writes bf16
  * values over them, and flush() stores the chunk from there by TMA to the source's `to`: an output written in
- * place of the input, with no staging of its own. (Loading the second row block during the first one's epilogue,
- * into the slots that epilogue had freed, needed half the space but was slower: docs/DESIGN.md, "Why the engine is
- * shaped this way".) */
+ * place of the input, with no staging of its own. (The alternatives tried: docs/EXPERIMENTS.md, "The GEMM-epilogue
+ * engine".) */
 template <int BN, int BLOCKS = 2, GeWhen WHEN = GE_AHEAD>
 struct GeTileInTma : GeInput {
     static_assert(WHEN == GE_AHEAD || BLOCKS == 1, "loads spread over the main loop: one row block");
@@ -654,8 +652,9 @@ struct GeTileInTma : GeInput {
         const GeOut<bf16> &to;   /* the output written in place of it */
     };
     uint32_t loads = 0; /* tiles loaded so far: a slot's wait parity is that of its latest load */
+    /* the first row of this consumer's first row block: m0 + 64 c cooperative (c = cwarp / 4), m0 in ping-pong */
     __device__ __forceinline__ static int first_row(const GeTile &t) { return t.m0 + (t.eng.nblk == 1 ? 64 * (t.eng.cwarp >> 2) : 0); }
-    /* the slot of the current chunk (t.j / 4) */
+    /* the slot of the current row block and chunk (t.j / 4) */
     __device__ __forceinline__ static int slot(const GeTile &t) {
         return ((t.eng.crow0 - first_row(t)) >> 6) * kSlots + (t.j >> 2);
     }
@@ -761,8 +760,8 @@ __host__ __device__ __forceinline__ GeIn<In, A...> ge_in(In &in, A &&...src) {
 
 /* The inputs a program declares, in the order the engine calls their hooks: its inputs(p) returns
  * ge_inputs(ge_in(member, source...), ...). An element may itself be a list (ge_in_if's, empty when its condition
- * is false). The shared scratch they take adds up (one GeColStage and one GeTileInTma at most: each uses the
- * consumer's one area of its kind). */
+ * is false). Their shared scratch is summed for sizing, but each input uses its kind's area from its start
+ * (t.eng.vec, t.eng.in), so a list holds at most one GeColStage and one GeTileInTma. */
 template <class... Is>
 struct GeInputs;
 template <>
@@ -796,7 +795,7 @@ __host__ __device__ __forceinline__ auto ge_in_if(In &in, A &&...src) {
 
 /* The base of every epilogue program: no per-tile work, no scratch, no inputs. A program overrides what it needs. */
 struct GeEpilogue {
-    static constexpr bool kColPartials = false;
+    static constexpr bool kColPartials = false; /* true: 8 warps x BN floats of scratch for ge_col_partial_add/_store */
     static constexpr int kStageUnits = 0; /* GeOut staging per 32-column chunk, in 4 KB units */
     static constexpr int kVecFloats = 0;  /* column-vector scratch (GeColStage) beyond the declared inputs', floats */
     static constexpr int kInUnits = 0;    /* input-tile staging (GeTileInTma) beyond the declared inputs', 4 KB units */
