@@ -89,31 +89,44 @@ struct AttnDkdvShape {
 };
 
 /* A dK/dV block's elementwise work on this thread's fragments (keys as rows, BQ queries from qmin as columns), in
- * two steps, so that the first runs while dP^T is still computed. L and D of the fragment's columns
- * 8 j + 2 (lane % 4) (+ 1) are float2 j of lq (in registers) and the float2 at Dq + 32 j (the stage's D row).
- * attn_dkdv_p: st (S^T) becomes P^T = 2^(S^T scale_log2 - L). DIAGONAL: the block has queries before this
- * consumer's keys (key: the thread's two), whose P is 0; the other blocks take the path without the mask. */
+ * three steps, so that the SFU's exponentials run beside other work: the first half of P^T's exponentials while
+ * dP^T is still computed; then the second half, a column pair at a time, beside the first half's dS^T; then the
+ * second half's dS^T. L and D of the fragment's columns 8 j + 2 (lane % 4) (+ 1) are float2 j of lq (in registers)
+ * and the float2 at Dq + 32 j (the stage's D row).
+ * attn_dkdv_p: st (S^T) becomes P^T = 2^(S^T scale_log2 - L) at elements [i0, i1). DIAGONAL: the block has queries
+ * before this consumer's keys (key: the thread's two), whose P is 0; the other blocks take the path without the
+ * mask. */
 template <int BQ, bool DIAGONAL>
 __device__ __forceinline__ void attn_dkdv_p(float *st, const float2 *lq, float scale_log2, int qmin, const int *key,
-                                            int lane) {
+                                            int lane, int i0, int i1) {
 #pragma unroll
-    for (int i = 0; i < BQ / 2; i++) { /* element i: column pair j = i / 4, member i % 2 */
+    for (int i = i0; i < i1; i++) { /* element i: column pair j = i / 4, member i % 2 */
         float pv = attn_exp2(st[i] * scale_log2 - (i & 1 ? lq[i / 4].y : lq[i / 4].x));
         if (DIAGONAL && qmin + attn_frag_col(i, lane) < key[attn_frag_half(i)]) pv = 0.0f;
         st[i] = pv;
     }
 }
-/* attn_dkdv_ds: dpt (dP^T) becomes dS^T = P^T (dP^T - D), pt holding P^T. */
-template <int BQ>
-__device__ __forceinline__ void attn_dkdv_ds(const float *pt, float *dpt, uint32_t Dq) {
+/* attn_dkdv_ds: dpt (dP^T) becomes dS^T = P^T (dP^T - D) at column pairs [j0, j1), pt holding P^T. */
+__device__ __forceinline__ void attn_dkdv_ds(const float *pt, float *dpt, uint32_t Dq, int j0, int j1) {
 #pragma unroll
-    for (int j = 0; j < BQ / 8; j++) {
+    for (int j = j0; j < j1; j++) {
         const float2 dc = ld_shared_v2f32(Dq + 32 * j);
 #pragma unroll
         for (int e = 0; e < 4; e++) { /* element i = 4 j + e: row half e / 2, column pair member e % 2 */
             const int i = 4 * j + e;
             dpt[i] = pt[i] * (dpt[i] - (e & 1 ? dc.y : dc.x));
         }
+    }
+}
+/* attn_dkdv_p_beside_ds: the second half's exponentials beside the first half's dS^T. */
+template <int BQ, bool DIAGONAL>
+__device__ __forceinline__ void attn_dkdv_p_beside_ds(float *st, float *dpt, const float2 *lq, uint32_t Dq,
+                                                      float scale_log2, int qmin, const int *key, int lane) {
+    constexpr int H = BQ / 4; /* elements in half of the fragment */
+#pragma unroll
+    for (int j = 0; j < H / 4; j++) {
+        attn_dkdv_p<BQ, DIAGONAL>(st, lq, scale_log2, qmin, key, lane, H + 4 * j, H + 4 * j + 4);
+        attn_dkdv_ds(st, dpt, Dq, j, j + 1);
     }
 }
 
@@ -210,12 +223,19 @@ __device__ __forceinline__ void attn_dkdv_cta(const AttnBwdParams &p, uint8_t *s
             turns, pend, empty, [&] { attn_mma_abt<HD, BK, BQ>(st, sK, row0, sQ); },
             [&] { attn_mma_abt<HD, BK, BQ>(dpt, sV, row0, sdy); });
         attn_wgmma_wait<BQ / 2, 1>(st);
-        if (qmin < key0 + 63) /* a query of the block is before a key of this consumer: two paths, as in the forward */
-            attn_dkdv_p<BQ, true>(st, lq, p.scale_log2, qmin, key, lane);
+        /* a query of the block is before a key of this consumer: two paths, as in the forward */
+        const bool diagonal = qmin < key0 + 63;
+        constexpr int H = BQ / 4; /* elements in half of the fragment */
+        if (diagonal)
+            attn_dkdv_p<BQ, true>(st, lq, p.scale_log2, qmin, key, lane, 0, H);
         else
-            attn_dkdv_p<BQ, false>(st, lq, p.scale_log2, qmin, key, lane);
+            attn_dkdv_p<BQ, false>(st, lq, p.scale_log2, qmin, key, lane, 0, H);
         attn_wgmma_wait<BQ / 2>(dpt); /* where the paths join: ptxas cannot hoist it above the exponentials */
-        attn_dkdv_ds<BQ>(st, dpt, Dq);
+        if (diagonal)
+            attn_dkdv_p_beside_ds<BQ, true>(st, dpt, lq, Dq, p.scale_log2, qmin, key, lane);
+        else
+            attn_dkdv_p_beside_ds<BQ, false>(st, dpt, lq, Dq, p.scale_log2, qmin, key, lane);
+        attn_dkdv_ds(st, dpt, Dq, H / 4, BQ / 8);
         attn_pack<BQ>(st, pa);
         attn_pack<BQ>(dpt, da);
         pend = s;
@@ -253,24 +273,37 @@ struct AttnDqShape {
 };
 
 /* A dQ block's elementwise work on this thread's fragments (queries as rows, BN keys from k0 as columns), L and D of
- * the thread's two rows in lr and dr, in two steps as in the dK/dV CTA. attn_dq_p: sc (S) becomes
- * P = 2^(S scale_log2 - L). DIAGONAL: the block has keys after this consumer's queries (q: the thread's two), whose P
- * is 0. attn_dq_ds: dp (dP) becomes dS = P (dP - D). */
+ * the thread's two rows in lr and dr, in three steps as in the dK/dV CTA. attn_dq_p: sc (S) becomes
+ * P = 2^(S scale_log2 - L) at elements [i0, i1). DIAGONAL: the block has keys after this consumer's queries (q: the
+ * thread's two), whose P is 0. attn_dq_ds: dp (dP) becomes dS = P (dP - D) at elements [i0, i1). */
 template <int BN, bool DIAGONAL>
 __device__ __forceinline__ void attn_dq_p(float *sc, const float *lr, float scale_log2, int k0, const int *q,
-                                          int lane) {
+                                          int lane, int i0, int i1) {
 #pragma unroll
-    for (int i = 0; i < BN / 2; i++) {
+    for (int i = i0; i < i1; i++) {
         const int hh = attn_frag_half(i);
         float pv = attn_exp2(sc[i] * scale_log2 - lr[hh]);
         if (DIAGONAL && k0 + attn_frag_col(i, lane) > q[hh]) pv = 0.0f;
         sc[i] = pv;
     }
 }
-template <int BN>
-__device__ __forceinline__ void attn_dq_ds(const float *pv, float *dp, const float *dr) {
+__device__ __forceinline__ void attn_dq_ds(const float *pv, float *dp, const float *dr, int i0, int i1) {
 #pragma unroll
-    for (int i = 0; i < BN / 2; i++) dp[i] = pv[i] * (dp[i] - dr[attn_frag_half(i)]);
+    for (int i = i0; i < i1; i++) dp[i] = pv[i] * (dp[i] - dr[attn_frag_half(i)]);
+}
+/* attn_dq_p_then_ds: the first half's exponentials while dP is computed; the wait for dP, after them (in each path:
+ * at the join ptxas would hoist it); then the second half's exponentials beside the first half's dS. */
+template <int BN, bool DIAGONAL>
+__device__ __forceinline__ void attn_dq_p_then_ds(float *sc, float *dp, const float *lr, const float *dr,
+                                                  float scale_log2, int k0, const int *q, int lane) {
+    constexpr int H = BN / 4; /* elements in half of the fragment */
+    attn_dq_p<BN, DIAGONAL>(sc, lr, scale_log2, k0, q, lane, 0, H);
+    attn_wgmma_wait_after<BN / 2>(dp, sc[H - 2], sc[H - 1]);
+#pragma unroll
+    for (int i = 0; i < H; i++) {
+        attn_dq_p<BN, DIAGONAL>(sc, lr, scale_log2, k0, q, lane, H + i, H + i + 1);
+        attn_dq_ds(sc, dp, dr, i, i + 1);
+    }
 }
 
 /* The dQ CTA of query tile qt of the query heads of KV head kv of sequence b: the group's heads one after another
@@ -374,11 +407,10 @@ __device__ __forceinline__ void attn_dq_cta(const AttnBwdParams &p, uint8_t *sme
             }
             attn_wgmma_wait<BN / 2, 1>(sc); /* S; P's exponentials run while dP is computed */
             if (j * BN + BN - 1 > q0) /* a key of the block is after a query of this consumer */
-                attn_dq_p<BN, true>(sc, lr, p.scale_log2, j * BN, q, lane);
+                attn_dq_p_then_ds<BN, true>(sc, dp, lr, dr, p.scale_log2, j * BN, q, lane);
             else
-                attn_dq_p<BN, false>(sc, lr, p.scale_log2, j * BN, q, lane);
-            attn_wgmma_wait<BN / 2>(dp);
-            attn_dq_ds<BN>(sc, dp, dr);
+                attn_dq_p_then_ds<BN, false>(sc, dp, lr, dr, p.scale_log2, j * BN, q, lane);
+            attn_dq_ds(sc, dp, dr, BN / 4, BN / 2); /* the second half's dS */
             attn_pack<BN>(dp, da);
             pend = s;
         }
