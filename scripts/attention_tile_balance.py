@@ -5,8 +5,8 @@ attn_fwd_tile_of_round) spreads the causal query tiles over the persistent CTAs,
 A tile costs its key blocks plus a fixed cost per tile (--tile-cost, in blocks); the script prints, per shape, the
 most loaded CTA's cost over the mean CTA's. The tile order and the blocks per tile follow the kernel: tiles longest
 first (level by level over heads and sequences), CTA i taking tile r * ctas + i in even rounds and
-r * ctas + ctas - 1 - i in odd ones; 192-query tiles at head dim 64 shifted back by whole consumers of 64 rows,
-128-query tiles at head dim 128, key blocks of 128.
+r * ctas + ctas - 1 - i in odd ones; 192-query tiles shifted back by whole consumers of 64 rows, key blocks of
+128 at head dim 64 and of 64 at head dim 128 (a block at head dim 128 has the matmul FLOPs of one at 64).
 
     python3 scripts/attention_tile_balance.py [--sms 132] [--tile-cost 2.4]
 """
@@ -16,14 +16,12 @@ SHAPES = [(4, 2048, 64), (4, 2048, 128), (2, 4096, 64), (1, 8192, 64)]  # B, T, 
 
 
 def blocks_per_tile(qt, n_qt, T, BM, BN):
-    if BM == BN:
-        return qt + 1
     first = qt * BM - (n_qt * BM - T) // 64 * 64
     return min((first + BM - 1) // BN, (T - 1) // BN) + 1
 
 
 def imbalance(B, T, hd, Hq, sms, tile_cost):
-    BM, BN = (192, 128) if hd == 64 else (128, 128)
+    BM, BN = (192, 128) if hd == 64 else (192, 64)
     n_qt = -(-T // BM)
     heads_seqs, tiles = Hq * B, Hq * B * n_qt
     cost = [tile_cost + blocks_per_tile(n_qt - 1 - k // heads_seqs, n_qt, T, BM, BN) for k in range(tiles)]

@@ -1,8 +1,8 @@
 /* attn_forward.cu: causal grouped-query attention forward on Hopper, head dim 64 and 128 (docs/DESIGN.md,
  * "Attention"). Persistent CTAs, one per SM, each taking (query tile, query head, sequence) tiles in turn, the longest
  * first, in a fixed order that evens out their work. A producer warpgroup whose one thread loads each tile's queries
- * into one of two buffers (the next tile's while this one's output is stored) and its K and V blocks of 128 keys by
- * TMA into a ring of stages; NC consumer warpgroups (3 at head dim 64, 2 at 128), 64 queries each, computing S = Q K^T
+ * into one of two buffers (the next tile's while this one's output is stored) and its K and V blocks (of 128 keys at
+ * head dim 64, 64 at 128) by TMA into a ring of stages; 3 consumer warpgroups, 64 queries each, computing S = Q K^T
  * on wgmma from shared memory, the online softmax (base 2) in registers, with maxima on a tile's first key block only
  * (kHeadroom) and on every block of a warp after its first rescue, and O += P V with P as the register A operand, V
  * read MN-major from the same tile the load wrote. The consumers take turns at the tensor cores (round robin), and
@@ -18,15 +18,16 @@
 
 template <int HD>
 struct AttnFwdShape {
-    /* consumer warpgroups of 64 queries each: at head dim 64 the matmuls are short against the softmax, and a third
-     * consumer's matmuls keep the tensor cores busy while the other two run their softmax (docs/DESIGN.md) */
-    static constexpr int NC = HD == 64 ? 3 : 2;
-    static constexpr int BM = 64 * NC, BN = 128; /* queries per tile, keys per K/V block */
+    /* consumer warpgroups of 64 queries each: a third consumer's matmuls keep the tensor cores busy while the other
+     * two run their softmax, and a tile's start and end are paid once for 192 queries (docs/DESIGN.md). At head dim
+     * 128 the key blocks are 64 keys, so that a consumer's output, S and P fit its registers. */
+    static constexpr int NC = 3;
+    static constexpr int BM = 64 * NC, BN = HD == 64 ? 128 : 64; /* queries per tile, keys per K/V block */
     static constexpr int kThreads = 128 * (NC + 1);
     /* setmaxnreg's split of the SM's 64K registers: the producer's warpgroup and the consumers' */
-    static constexpr int kProducerRegs = 24, kConsumerRegs = NC == 3 ? 160 : 240;
+    static constexpr int kProducerRegs = 24, kConsumerRegs = 160;
     static_assert(128 * (kProducerRegs + NC * kConsumerRegs) <= 65536, "registers of one CTA per SM");
-    static constexpr int kStages = 2; /* the K/V ring */
+    static constexpr int kStages = HD == 64 ? 2 : 4; /* the K/V ring: as many as shared memory holds */
     static constexpr int kQBufs = 2;         /* the next tile's queries load while this tile's output is stored */
     using Q = AttnTile<HD, BM>;
     using KV = AttnTile<HD, BN>;
@@ -61,38 +62,27 @@ __device__ __forceinline__ int attn_fwd_tile_of_round(int r) {
     return r * (int)gridDim.x + ((r & 1) ? (int)gridDim.x - 1 - (int)blockIdx.x : (int)blockIdx.x);
 }
 
-/* The rows and key blocks of query tile qt. With BM = BN its rows are qt BM .. qt BM + BM - 1. With BM = 192 and
- * BN = 128 the tiles are shifted back by the whole consumers' rows (64 each) that T leaves over in the last tile, so
- * that tile 0, the one with the fewest key blocks, takes them: its first 64 or 128 rows are before row 0, load as
- * zeros, and their consumers store nothing. Key blocks 0 .. n - 1 hold the keys up to the tile's last row (before T);
- * for a consumer, those with keys after its first row take the causal mask (the diagonal block when BM = BN; one or
- * two of the last two when BM = 192 and BN = 128). The producer and the consumers count the same. With BM = BN each
- * is written in the closed form that qt BM < T allows. */
+/* The rows and key blocks of query tile qt. The tiles (BM = 192 rows) are shifted back by the whole consumers' rows
+ * (64 each) that T leaves over in the last tile, so that tile 0, the one with the fewest key blocks, takes them: its
+ * first 64 or 128 rows are before row 0, load as zeros, and their consumers store nothing. Key blocks 0 .. n - 1 hold
+ * the keys up to the tile's last row (before T); for a consumer, those with keys after its first row take the causal
+ * mask (at BN = 128 one or two of its last two blocks, at BN = 64 its last). The producer and the consumers count the
+ * same. */
 template <int BM, int BN>
 struct AttnFwdBlocks {
-    int qt, first, n; /* first: the query position of the tile's row 0, negative in a padded tile 0 */
-    __device__ AttnFwdBlocks(int tile, int n_qt, int T) : qt(tile) {
-        if constexpr (BM == BN) {
-            first = qt * BM;
-            n = qt + 1;
-        } else {
-            first = qt * BM - (n_qt * BM - T) / 64 * 64;
-            n = min((first + BM - 1) / BN, (T - 1) / BN) + 1;
-        }
+    static_assert(BM % 64 == 0 && BN % 64 == 0, "tiles of whole consumers, blocks of whole 64-key boxes");
+    int first, n; /* first: the query position of the tile's row 0, negative in a padded tile 0 */
+    __device__ AttnFwdBlocks(int qt, int n_qt, int T) {
+        first = qt * BM - (n_qt * BM - T) / 64 * 64;
+        n = min((first + BM - 1) / BN, (T - 1) / BN) + 1;
     }
     /* The blocks that hold keys up to tile row `row` (a consumer's last): those after them are all masked for it. */
     __device__ int n_upto(int row) const { return min(n, max(first + row, 0) / BN + 1); }
     /* Whether block j holds keys after tile row `row` (a consumer's first): its last key, j BN + BN - 1, after it. */
-    __device__ bool is_masked(int j, int row) const {
-        if constexpr (BM == BN) return j == qt; /* j < n = qt + 1; the diagonal block has keys after both halves */
-        else return j * BN + BN - 1 > first + row;
-    }
+    __device__ bool is_masked(int j, int row) const { return j * BN + BN - 1 > first + row; }
     /* The last key that the tile's row `row` sees, less the first key of masked block j; a row before position 0
      * sees key 0, so that its softmax stays finite. */
-    __device__ int last_key(int j, int row) const {
-        if constexpr (BM == BN) return row; /* j = qt there */
-        else return max(first + row, 0) - j * BN;
-    }
+    __device__ int last_key(int j, int row) const { return max(first + row, 0) - j * BN; }
 };
 
 /* The forward's online softmax (base 2) keeps P = 2^(s scale - m) with a running offset m per row that sits
@@ -422,7 +412,7 @@ __global__ void __launch_bounds__(AttnFwdShape<HD>::kThreads, 1)
             attn_wgmma_wait<HD / 2>(o);
             if (lane == 0) mbar_arrive(&v_empty[sp]);
         }
-        /* The tile's blocks after this consumer's last row (consumers before the last, at BM > BN): all masked for
+        /* The tile's blocks after this consumer's last row (consumers before the last): all masked for
          * it, so it only takes their turns (the last consumer's chain counts n + 1 per consumer; last() is pass()
          * for these consumers) and frees their stages once loaded, so that no arrival counts toward a stage's
          * earlier use. */
