@@ -1,10 +1,10 @@
 /* test_gpu_attention.c: the CUDA attention (forward and backward, the Hopper wgmma kernels) against the naive
  * attention of the CPU backend (per query: all scores, softmax, weighted sum; validated against a double reference
  * with finite differences in test_cpu_ops), on the same bf16-rounded inputs, at T in {1, 17, 128, 333 (ragged: not a
- * multiple of any tile), 2048, 4096} and around the forward's 192-query tiles at head dim 64 (191, 193, 383, 385),
- * head dim 64 and 128 (the head dims the kernels take; the trainer refuses others on the GPU), GQA ratios 1, 2, 4
- * and 8, outputs poisoned with NaN. The backward of both gets the same y (the CPU's, rounded to bf16) and lse.
- * Tolerances (||gpu - cpu|| / ||cpu||): y and dQ/dK/dV 1e-2 (bf16 outputs; P and dS are rounded to bf16 as
+ * multiple of any tile), 2048, 4096} and around the forward's 192-query tiles (191, 193, 383, 385), head dim 64
+ * and 128 (the head dims the kernels take; the trainer refuses others on the GPU), GQA ratios 1, 2, 4 and 8 (and 3,
+ * the 3B config's), outputs poisoned with NaN. The backward of both gets the same y (the CPU's, rounded to bf16)
+ * and lse. Tolerances (||gpu - cpu|| / ||cpu||): y and dQ/dK/dV 1e-2 (bf16 outputs; P and dS are rounded to bf16 as
  * tensor-core operands), lse 1e-5 (fp32 statistics of exact bf16 products). Also: the backward gives the same bits
  * twice (no atomics). And the forward on scores that rise along the keys (test_attention_rising). --quick: only
  * T <= 385 (for the sanitizers). */
@@ -115,7 +115,7 @@ int main(int argc, char **argv) {
     static const int hds[] = {64, 128};
     static const int ratios[] = {1, 2, 4, 8};
     static const int short_Ts[] = {1, 17, 128, 333};
-    static const int tile_Ts[] = {191, 193, 383, 385}; /* around multiples of 192 (head dim 64's query tiles) */
+    static const int tile_Ts[] = {191, 193, 383, 385}; /* around multiples of 192 (the forward's query tiles) */
     for (int hi = 0; hi < 2; hi++) {
         for (int ti = 0; ti < 4; ti++)
             for (int ri = 0; ri < 4; ri++) test_attention(2, short_Ts[ti], 2 * ratios[ri], 2, hds[hi]);
@@ -130,5 +130,6 @@ int main(int argc, char **argv) {
     }
     test_attention(2, 77, 2, 1, 64);   /* the tiny config's heads */
     test_attention(1, 200, 32, 8, 64); /* the 1B config's heads */
+    test_attention(2, 333, 24, 8, 128); /* the 3B config's heads: 3 query heads a KV head */
     return test_summary();
 }
