@@ -8,7 +8,7 @@
 #define FUSED_PROGRAMS_CUH
 
 #include "kernels/cuda/cuda_math.cuh"
-#include "kernels/cuda/gemm/gemm_epilogue.cuh"
+#include "kernels/cuda/gemm/gemm_program_decl.cuh"
 
 /* ---------------------------------------------------------------- forward */
 

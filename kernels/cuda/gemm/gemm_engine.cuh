@@ -1,8 +1,9 @@
 /* gemm_engine.cuh: the GEMM-epilogue engine for sm_90a: one main loop (TMA into a ring of stages, wgmma, a producer
  * and two consumer warpgroups, persistent CTAs), any epilogue program. ge_run<Program, layout, BN, SCHED> computes
- * C = op(A) . op(B) with the program's epilogue on the accumulator tile; a program is a GeEpilogue (gemm_epilogue.cuh)
- * whose hooks, and those of the inputs it declares, the kernel calls. How the kernel is laid out (schedules, shared
- * memory, pipeline, the accumulator's fragments, the hooks): docs/DESIGN.md, "Inside the engine's kernel". */
+ * C = op(A) . op(B) with the program's epilogue on the accumulator tile; a program is a GeEpilogue
+ * (gemm_program_decl.cuh; its primitives: gemm_epilogue.cuh) whose hooks, and those of the inputs it declares, the
+ * kernel calls. How the kernel is laid out (schedules, shared memory, pipeline, the accumulator's fragments, the
+ * hooks): docs/DESIGN.md, "Inside the engine's kernel". */
 #ifndef GEMM_ENGINE_CUH
 #define GEMM_ENGINE_CUH
 
@@ -15,7 +16,7 @@
 
 #include "kernels/cuda/gemm/gemm.h"
 #include "kernels/cuda/gemm/gemm_maps.h"
-#include "kernels/cuda/gemm/gemm_epilogue.cuh"
+#include "kernels/cuda/gemm/gemm_program_decl.cuh"
 #include "kernels/cuda/hopper/hopper_ptx.cuh"
 
 #define GE_BM 128
@@ -52,7 +53,7 @@ template <class Program, int BN, int SCHED = 0>
 struct GeSmem {
     static constexpr int kA = GE_BM * GE_BK * 2, kB = BN * GE_BK * 2, kStage = kA + kB;
     using In = GeInputsOf<Program>;
-    static constexpr int kUnit = 4096, kUnits = Program::kStageUnits;
+    static constexpr int kUnit = GE_UNIT_BYTES, kUnits = Program::kStageUnits;
     static constexpr int kVecPerConsumer = ((Program::kVecFloats + In::kVecFloats) * 4 + 127) / 128 * 128;
     static constexpr int kCol = Program::kColPartials ? 8 * BN * 4 : 0;
     static constexpr int kAvail = GE_SMEM_LIMIT - 1024 /* alignment slack */ - 256 /* barriers */;
@@ -194,21 +195,21 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         tile.eng.ctid = c * 128 + wtid;
         tile.eng.ttid = PP ? wtid : c * 128 + wtid;
         tile.eng.tthreads = PP ? 128 : 256;
-        tile.eng.smem = Program::kColPartials ? scratch : nullptr;
+        tile.eng.col_scratch = Program::kColPartials ? scratch : nullptr;
         tile.eng.srow = 16 * warp + (lane >> 2);
-        tile.eng.moff = ge_stage_off((const bf16 *)nullptr, 16 * warp + (lane & 15), 0);
+        tile.eng.frag_off_bf16 = ge_stage_off((const bf16 *)nullptr, 16 * warp + (lane & 15), 0);
 #pragma unroll
         for (int h = 0; h < 2; h++)
-            tile.eng.soff32[h] = ge_stage_off((const float *)nullptr, tile.eng.srow + 8 * h, 2 * (lane & 3));
-        tile.eng.stage = 0;
+            tile.eng.frag_off_f32[h] = ge_stage_off((const float *)nullptr, tile.eng.srow + 8 * h, 2 * (lane & 3));
+        tile.eng.out_slots = 0;
         tile.j = 0;
         tile.eng.bn = BN;
         tile.eng.nblk = MB;
         tile.eng.bar = PP ? 2 + c : 1;
         tile.eng.wtid = wtid;
         tile.eng.cbar = 2 + c;
-        tile.eng.vec = smem_u32(smem + L::oVec + c * L::kVecPerConsumer);
-        tile.eng.in = smem_u32(smem + L::oIn + c * L::kInPerConsumer);
+        tile.eng.vec_scratch = smem_u32(smem + L::oVec + c * L::kVecPerConsumer);
+        tile.eng.in_slots = smem_u32(smem + L::oIn + c * L::kInPerConsumer);
         tile.eng.in_bar = &in_full[c * L::kInBars];
         tile.eng.direct = DIRECT;
         const uint32_t stage_base = smem_u32(smem + L::oEpi + c * L::kEpiPerConsumer);
@@ -307,7 +308,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
 #pragma unroll
                 for (int q = 0; q < BN / 32; q++) {
                     tile.eng.chunk_col = tile.n0 + 32 * q;
-                    if constexpr (L::kUnits > 0) tile.eng.stage = stage_base + buf * (L::kUnits * L::kUnit);
+                    if constexpr (L::kUnits > 0) tile.eng.out_slots = stage_base + buf * (L::kUnits * L::kUnit);
 #pragma unroll
                     for (int jj = 0; jj < 4; jj++) {
                         const int j = 4 * q + jj;

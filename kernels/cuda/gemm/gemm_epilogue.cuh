@@ -1,7 +1,7 @@
 /* gemm_epilogue.cuh: the five epilogue primitives (docs/DESIGN.md, "The GEMM-epilogue engine"), applied to the
- * accumulator tile while it is in registers, the staged output and input tiles, and how a program declares its
- * outputs and inputs. An epilogue program (a struct deriving from GeProgram or GeEpilogue, at the end of this file)
- * calls the primitives from its per-fragment hook:
+ * accumulator tile while it is in registers, and the staged output and input tiles. An epilogue program (a struct
+ * deriving from GeProgram or GeEpilogue; those bases, and how a program declares its outputs and inputs, are
+ * gemm_program_decl.cuh's) calls the primitives from its per-fragment hook:
  *   1. maps:        plain arithmetic on float2 pairs; helpers ge_add/ge_mul/ge_scale (the model's math, RoPE and
  *                   SwiGLU, is the backend's: kernels/cuda/cuda_math.cuh);
  *   2. broadcasts:  ge_row_vec (one value per row), ge_col_vec (a pair of per-column values);
@@ -22,37 +22,39 @@
 #include <cuda_bf16.h>
 #include <math.h>
 #include <stdint.h>
-#include <utility>
 
 #include "kernels/cuda/hopper/hopper_ptx.cuh"
 
 typedef __nv_bfloat16 bf16;
 
-/* What the engine keeps, per consumer thread, for the primitives that stage, store and reduce an output tile. */
+#define GE_UNIT_BYTES 4096 /* one staging unit of shared memory: a 64 x 32 bf16 slot (an fp32 one takes two) */
+
+/* What the engine keeps, per consumer thread, for the primitives that stage, store and reduce an output tile (its
+ * shared-memory areas: gemm_engine.cuh's GeSmem; staging is counted in units of GE_UNIT_BYTES). */
 struct GeTilePlumbing {
-    int lane;     /* lane in the warp */
-    int cwarp;    /* consumer warp, 0..7 */
-    int ctid;     /* consumer thread, 0..255 */
-    int ttid;     /* this thread among the tile's owners (both consumers, or one in ping-pong) */
-    int tthreads; /* the tile's owners: 256 or 128 */
-    float *smem;  /* epilogue scratch in shared memory (column partials), or null */
+    int lane;           /* lane in the warp */
+    int cwarp;          /* consumer warp, 0..7 */
+    int ctid;           /* consumer thread, 0..255 */
+    int ttid;           /* this thread among the tile's owners (both consumers, or one in ping-pong) */
+    int tthreads;       /* the tile's owners: 256 or 128 */
+    float *col_scratch; /* the column partials' scratch (kColPartials: [8 warps][BN] floats), or null */
     /* GeOut staging: the epilogue runs in chunks of 32 columns; this consumer's 64 rows of the chunk */
-    int crow0;     /* first row of the current row block (64 rows): m0 + 64 c cooperative, m0 + 64 mb ping-pong */
-    int srow;      /* this thread's first row inside that row block: 16*warp + lane/4 (the second is +8) */
-    int chunk_col; /* first column of the current chunk */
-    uint32_t stage; /* shared-window address of the current chunk's staging slots (4 KB units), or 0 */
-    uint32_t moff;      /* the lane's row address in a bf16 staging slot for the warp's 8 x 8 matrix stores and
-                         * loads (row 16 warp + lane % 16) at the chunk's first fragment (ge_stage_off) */
-    uint32_t soff32[2]; /* the offsets of this thread's rows h in an fp32 staging slot at that fragment */
-    int bn, nblk;       /* tile width; m64 row blocks per consumer (2 in ping-pong) */
-    int bar;            /* named barrier of the tile's owners (tthreads of them). No primitive syncs on it; it
-                         * stays because taking it out of the tile changes the kernels' register allocation */
-    int wtid, cbar;     /* thread in its consumer (0..127); the consumer's own named barrier (128 threads) */
-    uint32_t vec;       /* the consumer's column-vector scratch (GeColStage), kVecFloats floats */
-    uint32_t in;        /* the consumer's input-tile staging (GeTileInTma), kInUnits 4 KB units */
-    uint64_t *in_bar;   /* its mbarriers, one per unit (count 1; the loads' transaction bytes) */
-    bool direct;        /* GeOut outputs are stored straight from registers: a compile-time constant of the
-                         * kernel (ge_kernel's DIRECT), so the unused path leaves no code in the epilogue */
+    int crow0;          /* first row of the current row block (64 rows): m0 + 64 c cooperative, m0 + 64 mb ping-pong */
+    int srow;           /* this thread's first row inside that row block: 16*warp + lane/4 (the second is +8) */
+    int chunk_col;      /* first column of the current chunk */
+    uint32_t out_slots; /* shared-window address of the current chunk's GeOut staging slots (kStageUnits), or 0 */
+    uint32_t frag_off_bf16;   /* the lane's row address in a bf16 staging slot for the warp's 8 x 8 matrix stores
+                               * and loads (row 16 warp + lane % 16) at the chunk's first fragment (ge_stage_off) */
+    uint32_t frag_off_f32[2]; /* the offsets of this thread's rows h in an fp32 staging slot at that fragment */
+    int bn, nblk;         /* tile width; m64 row blocks per consumer (2 in ping-pong) */
+    int bar;              /* named barrier of the tile's owners (tthreads of them). No primitive syncs on it; it
+                           * stays because taking it out of the tile changes the kernels' register allocation */
+    int wtid, cbar;       /* thread in its consumer (0..127); the consumer's own named barrier (128 threads) */
+    uint32_t vec_scratch; /* the consumer's column-vector scratch (GeColStage), kVecFloats floats */
+    uint32_t in_slots;    /* the consumer's input-tile staging slots (GeTileInTma), kInUnits units */
+    uint64_t *in_bar;     /* their mbarriers, one per unit (count 1; the loads' transaction bytes) */
+    bool direct;          /* GeOut outputs are stored straight from registers: a compile-time constant of the
+                           * kernel (ge_kernel's DIRECT), so the unused path leaves no code in the epilogue */
 };
 
 /* The output tile as an epilogue program sees it: where it is and which elements this consumer thread holds (its
@@ -285,14 +287,14 @@ __device__ __forceinline__ void ge_col_partial_add(const GeTile &t, int col, flo
         s.x += __shfl_xor_sync(0xffffffffu, s.x, off);
         s.y += __shfl_xor_sync(0xffffffffu, s.y, off);
     }
-    if (t.eng.lane < 4) *reinterpret_cast<float2 *>(t.eng.smem + t.eng.cwarp * bn + (col - t.n0)) = s;
+    if (t.eng.lane < 4) *reinterpret_cast<float2 *>(t.eng.col_scratch + t.eng.cwarp * bn + (col - t.n0)) = s;
 }
 __device__ __forceinline__ void ge_col_partial_store(float *part, long ld, const GeTile &t, int bn) {
     named_bar_sync(1, 256); /* barrier 1: both consumers' 256 threads (column partials are cooperative only) */
     for (int c = t.eng.ctid; c < bn; c += 256) {
         float s = 0.0f;
 #pragma unroll
-        for (int w = 0; w < 8; w++) s += t.eng.smem[w * bn + c];
+        for (int w = 0; w < 8; w++) s += t.eng.col_scratch[w * bn + c];
         if (t.n0 + c < t.N) part[(long)t.tm * ld + t.n0 + c] = s;
     }
     named_bar_sync(1, 256); /* the scratch is free again for the next tile */
@@ -322,9 +324,9 @@ __device__ __forceinline__ float2 ge_accum(T *p, long ld, const GeTile &t, int h
  * [M, N], so edge tiles need no masks. Made on the host by ge_out() (gemm_engine.cuh; its map by ge_out_map,
  * gemm.cu): where TMA cannot describe the matrix (base not 16-byte aligned, row stride or row length not a multiple
  * of 16 bytes), tma = 0; the program's direct() reports it, and ge_run launches the instantiation in which the same
- * calls store directly from registers. A program declares its GeOuts through GeProgram<Os...>, which sums their
- * kUnits into kStageUnits and gives each its unit offset (ge_put<i>); one that calls ge_out_put by hand declares
- * kStageUnits and passes the offsets itself. */
+ * calls store directly from registers. A program declares its GeOuts through GeProgram<Os...>
+ * (gemm_program_decl.cuh), which sums their kUnits into kStageUnits and gives each its unit offset (ge_put<i>); one
+ * that calls ge_out_put by hand declares kStageUnits and passes the offsets itself. */
 template <class T, int COLS = 32, bool ACC = false>
 struct GeOut {
     CUtensorMap map;
@@ -335,7 +337,10 @@ struct GeOut {
     static constexpr int kCols = COLS;  /* columns of the output per 32-column chunk of the tile: 32, or 16 for an
                                          * output half as wide as the tile (one value per column pair) */
     static constexpr bool kAcc = ACC;   /* out += value (fp32: the add happens in L2) instead of out = value */
-    static constexpr int kUnits = (64 * COLS * (int)sizeof(T) + 4095) / 4096; /* 4 KB staging units per chunk */
+    /* stored directly from registers on either path: a bf16 accumulate (an add in L2 would round twice) */
+    static constexpr bool kAlwaysDirect = ACC && sizeof(T) == 2;
+    /* staging units (GE_UNIT_BYTES) per chunk */
+    static constexpr int kUnits = (64 * COLS * (int)sizeof(T) + GE_UNIT_BYTES - 1) / GE_UNIT_BYTES;
     static_assert(COLS == 32 || (COLS == 16 && sizeof(T) == 2 && !ACC), "32 columns, or 16 bf16 ones");
 };
 
@@ -349,12 +354,14 @@ __host__ __device__ __forceinline__ uint32_t ge_stage_off(const float *, int r, 
 /* A half-width bf16 slot (16 columns, rows of 32 B, no swizzle). */
 __host__ __device__ __forceinline__ uint32_t ge_stage_off_half(int r, int cc) { return r * 32 + cc * 2; }
 /* The same for fragment t.j, from the offsets at the chunk's first fragment that the engine keeps in the tile
- * (t.eng.moff: bf16, the lane's row of the warp's 8 x 8 matrices; t.eng.soff32[h]: fp32, the thread's row h): a fragment
- * is 8 columns on, which only flips swizzle bits, ge_stage_off(r, cc + 8 i) == ge_stage_off(r, cc) ^ (i << 4)
- * (bf16) or ^ (i << 5) (fp32) for cc < 8, i < 4 (test_gemm checks it). t.j is a compile-time constant in the
- * unrolled epilogue, so an address costs one XOR instead of the swizzle arithmetic. */
-__device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t) { return t.eng.moff ^ ((t.j & 3) << 4); }
-__device__ __forceinline__ uint32_t ge_slot_off_f32(const GeTile &t, int h) { return t.eng.soff32[h] ^ ((t.j & 3) << 5); }
+ * (t.eng.frag_off_bf16: bf16, the lane's row of the warp's 8 x 8 matrices; t.eng.frag_off_f32[h]: fp32, the
+ * thread's row h): a fragment is 8 columns on, which only flips swizzle bits, ge_stage_off(r, cc + 8 i) ==
+ * ge_stage_off(r, cc) ^ (i << 4) (bf16) or ^ (i << 5) (fp32) for cc < 8, i < 4 (test_gemm checks it). t.j is a
+ * compile-time constant in the unrolled epilogue, so an address costs one XOR instead of the swizzle arithmetic. */
+__device__ __forceinline__ uint32_t ge_slot_off_bf16(const GeTile &t) { return t.eng.frag_off_bf16 ^ ((t.j & 3) << 4); }
+__device__ __forceinline__ uint32_t ge_slot_off_f32(const GeTile &t, int h) {
+    return t.eng.frag_off_f32[h] ^ ((t.j & 3) << 5);
+}
 
 /* A fragment's two rows (v[h]: the pair of row h) as bf16 in a staging slot, one 8 x 8 matrix instruction for the
  * warp (addr: the slot + ge_slot_off_bf16): store v rounded to bf16 (v becomes the pairs as stored), or load. */
@@ -384,13 +391,13 @@ __device__ __forceinline__ void ge_ld_shared_bf16_rows(uint32_t addr, float2 (&v
 template <class T, bool ACC>
 __device__ __forceinline__ void ge_out_put(const GeOut<T, 32, ACC> &o, const GeTile &t, int unit, int col,
                                            float2 (&v)[2]) {
-    if (t.eng.direct || (ACC && sizeof(T) == 2)) { /* a bf16 add in L2 would round twice: direct read-add-write */
+    if (t.eng.direct || GeOut<T, 32, ACC>::kAlwaysDirect) { /* direct: store, or read-add-write */
 #pragma unroll
         for (int h = 0; h < 2; h++)
             v[h] = ACC ? ge_accum(o.ptr, o.ld, t, h, col, v[h]) : ge_store(o.ptr, o.ld, t, h, col, v[h]);
         return;
     }
-    const uint32_t slot = t.eng.stage + unit * 4096;
+    const uint32_t slot = t.eng.out_slots + unit * GE_UNIT_BYTES;
     if constexpr (sizeof(T) == 2) {
         ge_st_shared_bf16_rows(slot + ge_slot_off_bf16(t), v);
     } else {
@@ -410,7 +417,8 @@ __device__ __forceinline__ void ge_out_put(const GeOut<bf16, 16> &o, const GeTil
         if (t.eng.direct) {
             if (t.row[h] < t.M && col < t.N) o.ptr[(long)t.row[h] * o.ld + col / 2] = b;
         } else {
-            st_shared_b16(t.eng.stage + unit * 4096 + ge_stage_off_half(t.eng.srow + 8 * h, (col - t.eng.chunk_col) / 2),
+            st_shared_b16(t.eng.out_slots + unit * GE_UNIT_BYTES +
+                              ge_stage_off_half(t.eng.srow + 8 * h, (col - t.eng.chunk_col) / 2),
                           __bfloat16_as_ushort(b));
         }
     }
@@ -435,53 +443,9 @@ __device__ __forceinline__ void ge_out_store_box(const O &o, const GeTile &t, ui
  * that TMA cannot describe stops here (ge_fault) instead of storing through an empty tensor map. */
 template <class O>
 __device__ __forceinline__ void ge_out_flush(const O &o, const GeTile &t, int unit) {
-    if (t.eng.direct || (O::kAcc && sizeof(typename O::Elem) == 2)) return;
+    if (t.eng.direct || O::kAlwaysDirect) return;
     if (!o.tma) ge_fault();
-    ge_out_store_box(o, t, t.eng.stage + unit * 4096);
-}
-
-/* The GeOut outputs of a program, in the order it declares them (GeProgram<Os...>; its Params hold them as
- * `Out out`). Output i's staging starts at the sum of the earlier outputs' units; flush_from(t) issues them in order;
- * any_direct() says whether one of them cannot be a TMA target (then the engine runs the direct-store
- * instantiation). ge_put<i>(p.out, t, col, v) puts a fragment of output i. */
-template <class... Os>
-struct GeOutputs;
-template <>
-struct GeOutputs<> {
-    static constexpr int kUnits = 0;
-    bool any_direct() const { return false; }
-    template <int U = 0>
-    __device__ __forceinline__ void flush_from(const GeTile &) const {}
-};
-template <class O, class... Rest>
-struct GeOutputs<O, Rest...> {
-    O head;
-    GeOutputs<Rest...> tail;
-    static constexpr int kUnits = O::kUnits + GeOutputs<Rest...>::kUnits;
-    bool any_direct() const { return !head.tma || tail.any_direct(); }
-    template <int U = 0>
-    __device__ __forceinline__ void flush_from(const GeTile &t) const {
-        ge_out_flush(head, t, U);
-        tail.template flush_from<U + O::kUnits>(t);
-    }
-};
-/* Output I of a list: get(list) and its first staging unit. */
-template <int I, class L>
-struct GeOutAt;
-template <class O, class... Rest>
-struct GeOutAt<0, GeOutputs<O, Rest...>> {
-    static constexpr int kUnit = 0;
-    static __device__ __forceinline__ const O &get(const GeOutputs<O, Rest...> &l) { return l.head; }
-};
-template <int I, class O, class... Rest>
-struct GeOutAt<I, GeOutputs<O, Rest...>> {
-    using Next = GeOutAt<I - 1, GeOutputs<Rest...>>;
-    static constexpr int kUnit = O::kUnits + Next::kUnit;
-    static __device__ __forceinline__ const auto &get(const GeOutputs<O, Rest...> &l) { return Next::get(l.tail); }
-};
-template <int I, class L, class V>
-__device__ __forceinline__ void ge_put(const L &out, const GeTile &t, int col, V &v) {
-    ge_out_put(GeOutAt<I, L>::get(out), t, GeOutAt<I, L>::kUnit, col, v);
+    ge_out_store_box(o, t, t.eng.out_slots + unit * GE_UNIT_BYTES);
 }
 
 /* Input: a column vector (one fp32 per column, e.g. RMSNorm's gamma) for the tile, staged in shared memory:
@@ -508,11 +472,11 @@ struct GeColStage : GeInput {
         if (OPTIONAL && !s.p) return;
 #pragma unroll
         for (int i = 0; i < BN / 128; i++)
-            st_shared_b32(t.eng.vec + 4 * (128 * i + t.eng.wtid), __float_as_uint(x[i]));
+            st_shared_b32(t.eng.vec_scratch + 4 * (128 * i + t.eng.wtid), __float_as_uint(x[i]));
         named_bar_sync(t.eng.cbar, 128);
     }
     __device__ __forceinline__ float2 get(const GeTile &t, int col) const {
-        return ld_shared_v2f32(t.eng.vec + 4 * (col - t.n0));
+        return ld_shared_v2f32(t.eng.vec_scratch + 4 * (col - t.n0));
     }
 };
 
@@ -659,15 +623,15 @@ struct GeTileInTma : GeInput {
         return ((t.eng.crow0 - first_row(t)) >> 6) * kSlots + (t.j >> 2);
     }
     __device__ __forceinline__ static uint32_t addr(const GeTile &t) {
-        return t.eng.in + slot(t) * 4096 + ge_slot_off_bf16(t);
+        return t.eng.in_slots + slot(t) * GE_UNIT_BYTES + ge_slot_off_bf16(t);
     }
     /* slot s of row block b of the tile: its TMA load, or only the arrival where it lies outside the matrix */
     __device__ __forceinline__ static void load_slot(const GeOut<bf16> &o, const GeTile &t, int b, int s) {
         uint64_t *bar = t.eng.in_bar + b * kSlots + s;
         const int row = first_row(t) + 64 * b;
         if (row < t.M && t.n0 + 32 * s < t.N) {
-            mbar_arrive_expect_tx(bar, 4096);
-            tma_load_2d_u32(t.eng.in + (b * kSlots + s) * 4096, &o.map, bar, t.n0 + 32 * s, row);
+            mbar_arrive_expect_tx(bar, GE_UNIT_BYTES);
+            tma_load_2d_u32(t.eng.in_slots + (b * kSlots + s) * GE_UNIT_BYTES, &o.map, bar, t.n0 + 32 * s, row);
         } else {
             mbar_arrive(bar);
         }
@@ -713,133 +677,8 @@ struct GeTileInTma : GeInput {
     }
     __device__ __forceinline__ void put(const GeTile &t, float2 (&v)[2]) const { ge_st_shared_bf16_rows(addr(t), v); }
     __device__ __forceinline__ void flush(const Src &s, const GeTile &t) const {
-        ge_out_store_box_at(s.to, t.eng.in + slot(t) * 4096, t.eng.chunk_col, t.eng.crow0);
+        ge_out_store_box(s.to, t, t.eng.in_slots + slot(t) * GE_UNIT_BYTES);
     }
 };
-
-/* ---------------------------------------------------------------- declared inputs */
-
-/* The arguments of ge_in: references to the Params' fields (values where they are temporaries, e.g. constants).
- * make<Src>() builds the input's Src from them when a hook is called, so that each field is read where the input
- * uses it, as a direct call with these arguments would read it. */
-template <class... A>
-struct GeArgs {
-    template <class S, class... B>
-    __device__ __forceinline__ S make(const B &...b) const {
-        return S{b...};
-    }
-};
-template <class A0, class... A>
-struct GeArgs<A0, A...> {
-    A0 a;
-    GeArgs<A...> rest;
-    __host__ __device__ __forceinline__ GeArgs(A0 &&a0, A &&...r)
-        : a(static_cast<A0 &&>(a0)), rest(static_cast<A &&>(r)...) {}
-    template <class S, class... B>
-    __device__ __forceinline__ S make(const B &...b) const {
-        return rest.template make<S>(b..., a);
-    }
-};
-
-/* An input bound to its source: ge_in(input, the fields of its Src...), in a program's inputs(). */
-template <class In, class... A>
-struct GeIn {
-    In &in;
-    GeArgs<A...> args;
-    static constexpr int kVecFloats = In::kVecFloats, kInUnits = In::kInUnits;
-    __device__ __forceinline__ typename In::Src src() const { return args.template make<typename In::Src>(); }
-    __device__ __forceinline__ void prefetch(const GeTile &t) const { in.prefetch(src(), t); }
-    __device__ __forceinline__ void during(const GeTile &t, int kb, int nk) const { in.during(src(), t, kb, nk); }
-    __device__ __forceinline__ void begin(const GeTile &t) const { in.begin(src(), t); }
-    __device__ __forceinline__ void flush(const GeTile &t) const { in.flush(src(), t); }
-};
-template <class In, class... A>
-__host__ __device__ __forceinline__ GeIn<In, A...> ge_in(In &in, A &&...src) {
-    return {in, GeArgs<A...>(static_cast<A &&>(src)...)};
-}
-
-/* The inputs a program declares, in the order the engine calls their hooks: its inputs(p) returns
- * ge_inputs(ge_in(member, source...), ...). An element may itself be a list (ge_in_if's, empty when its condition
- * is false). Their shared scratch is summed for sizing, but each input uses its kind's area from its start
- * (t.eng.vec, t.eng.in), so a list holds at most one GeColStage and one GeTileInTma. */
-template <class... Is>
-struct GeInputs;
-template <>
-struct GeInputs<> : GeInput {};
-template <class I, class... Rest>
-struct GeInputs<I, Rest...> {
-    I head;
-    GeInputs<Rest...> tail;
-    static constexpr int kVecFloats = I::kVecFloats + GeInputs<Rest...>::kVecFloats;
-    static constexpr int kInUnits = I::kInUnits + GeInputs<Rest...>::kInUnits;
-    __host__ __device__ __forceinline__ GeInputs(const I &i, const Rest &...rest) : head(i), tail(rest...) {}
-    __device__ __forceinline__ void prefetch(const GeTile &t) const { head.prefetch(t), tail.prefetch(t); }
-    __device__ __forceinline__ void during(const GeTile &t, int kb, int nk) const {
-        head.during(t, kb, nk), tail.during(t, kb, nk);
-    }
-    __device__ __forceinline__ void begin(const GeTile &t) const { head.begin(t), tail.begin(t); }
-    __device__ __forceinline__ void flush(const GeTile &t) const { head.flush(t), tail.flush(t); }
-};
-template <class... Is>
-__host__ __device__ __forceinline__ GeInputs<Is...> ge_inputs(const Is &...in) {
-    return GeInputs<Is...>(in...);
-}
-/* ge_in(in, src...) where ON, else no input (an input that only some instantiations of a program have). */
-template <bool ON, class In, class... A>
-__host__ __device__ __forceinline__ auto ge_in_if(In &in, A &&...src) {
-    if constexpr (ON)
-        return ge_inputs(ge_in(in, static_cast<A &&>(src)...));
-    else
-        return GeInputs<>{};
-}
-
-/* The base of every epilogue program: no per-tile work, no scratch, no inputs. A program overrides what it needs. */
-struct GeEpilogue {
-    static constexpr bool kColPartials = false; /* true: 8 warps x BN floats of scratch for ge_col_partial_add/_store */
-    static constexpr int kStageUnits = 0; /* GeOut staging per 32-column chunk, in 4 KB units */
-    static constexpr int kVecFloats = 0;  /* column-vector scratch (GeColStage) beyond the declared inputs', floats */
-    static constexpr int kInUnits = 0;    /* input-tile staging (GeTileInTma) beyond the declared inputs', 4 KB units */
-    static constexpr int kMaxStages = 0;  /* 0: as many ring stages as fit (at most 6, or 4 at BN = 256) */
-    /* The declared inputs (GeInputs): the engine calls their prefetch, during and flush hooks before the program's
-     * and their begin after the program's begin(). */
-    template <class P>
-    __host__ __device__ __forceinline__ GeInputs<> inputs(const P &) { return {}; }
-    /* true: some GeOut output of these params cannot be a TMA target (ge_out() set tma = 0), so the engine runs
-     * the program's direct-store instantiation (cooperative schedule). A program with GeOut outputs defines it. */
-    template <class P>
-    static bool direct(const P &) { return false; }
-    /* true: the kernel returns at once (work the device decides to skip, such as the LM head's second pass). Every
-     * thread asks, before anything else. */
-    template <class P>
-    __device__ __forceinline__ static bool skip(const P &) { return false; }
-    template <class P>
-    __device__ __forceinline__ void prefetch(const P &, const GeTile &) {}
-    template <class P>
-    __device__ __forceinline__ void during(const P &, const GeTile &, int, int) {}
-    template <class P>
-    __device__ __forceinline__ void begin(const P &, const GeTile &) {}
-    template <class P>
-    __device__ __forceinline__ void flush(const P &, const GeTile &) {}
-    template <class P>
-    __device__ __forceinline__ void end(const P &, const GeTile &) {}
-};
-
-/* The base of a program whose staged outputs are Os... (GeOut types, in this order), held in its Params as
- * `Out out`: the engine's staging units, the direct-store choice and the flush of every output follow from that
- * declaration, so the program only says what it computes (ge_put<i>(p.out, t, col, v) in frag()). A program with
- * more to flush (an output written in place of a GeTileInTma input) overrides flush() and calls out.flush_from(t). */
-template <class... Os>
-struct GeProgram : GeEpilogue {
-    using Out = GeOutputs<Os...>;
-    static constexpr int kStageUnits = Out::kUnits;
-    template <class P>
-    static bool direct(const P &p) { return p.out.any_direct(); }
-    template <class P>
-    __device__ __forceinline__ void flush(const P &p, const GeTile &t) { p.out.flush_from(t); }
-};
-
-/* The type of a program's declared inputs (the engine sizes their shared scratch from it). */
-template <class Program>
-using GeInputsOf = decltype(std::declval<Program &>().inputs(std::declval<const typename Program::Params &>()));
 
 #endif

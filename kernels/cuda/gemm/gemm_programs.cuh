@@ -3,7 +3,7 @@
 #ifndef GEMM_PROGRAMS_CUH
 #define GEMM_PROGRAMS_CUH
 
-#include "kernels/cuda/gemm/gemm_epilogue.cuh"
+#include "kernels/cuda/gemm/gemm_program_decl.cuh"
 
 /* C = acc (ACCUMULATE: C += acc), C bf16 or fp32, through GeOut (TMA store / TMA add-reduce, or direct). */
 template <class T, bool ACCUMULATE>
