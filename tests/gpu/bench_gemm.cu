@@ -350,7 +350,7 @@ struct KResTmaParts : GeEpilogue {
     GeTileInTma<128> res;
     GeColStage<128> gamma;
     __device__ __forceinline__ void prefetch(const Params &p, const GeTile &t) {
-        if (F & 2) res.load(p.R, t);
+        if (F & 2) res.load(p.res_tma, t);
         if (F & 4) gamma.prefetch({p.gamma}, t);
     }
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
@@ -377,7 +377,7 @@ struct KResTmaParts : GeEpilogue {
         if (!(F & 16)) ge_out_put(p.out.tail.head, t, 0, col, o);
     }
     __device__ __forceinline__ void flush(const Params &p, const GeTile &t) {
-        res.flush({p.R, p.out.head}, t);
+        res.flush({p.res_tma, p.out.head}, t);
         if (!(F & 16)) ge_out_flush(p.out.tail.head, t, 0);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
@@ -403,9 +403,9 @@ static void bench_kres_parts(int M, int N, int K) {
         p[i].res = (const bf16 *)R[i];
         p[i].gamma = gamma;
         p[i].part = part;
-        p[i].ld = N;
+        p[i].ldres = N;
         p[i].ldpart = (N + 127) / 128;
-        p[i].R = ge_out((bf16 *)R[i], M, N, N);
+        p[i].res_tma = ge_out((bf16 *)R[i], M, N, N);
     }
 #define KRP(P) [&](int i) { ge_run<P, GE_ABT, 128, GE_PINGPONG>(A[i % nset], K, B[i % nset], K, M, N, K, p[i % nset], BENCH_LAUNCH); }
     const GeStore<bf16, false>::Params ps = {{p[0].out.head}};

@@ -893,9 +893,9 @@ static void test_fused(int M, int N, int K, int N2) {
             p.res = (const bf16 *)dres;
             p.gamma = dgamma;
             p.part = e.part;
-            p.ld = N;
+            p.ldres = N;
             p.ldpart = ge_row_parts(N);
-            p.R = ge_out((bf16 *)dres, M, N, N);
+            p.res_tma = ge_out((bf16 *)dres, M, N, N);
             ge_run_fused<FusedResNorm<128>, FusedResNorm<256>>(GE_RESIDUAL, dA, K, dW, K, M, N, K, p, on(GE_PINGPONG_128));
             CK(cudaDeviceSynchronize());
             CHECK(o.same(e, M, true) && guards_intact(e.D, nd * 2) && guards_intact(e.O, nd * 2),

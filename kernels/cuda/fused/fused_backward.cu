@@ -20,7 +20,7 @@ struct NormBwdArgs {
     float *part;
     const float *s, *a;
     const int32_t *target;
-    int M, N, K;
+    int M, N, K; /* dZ [M, N], W [N, K] */
 };
 
 /* The program on G = dZ . W (A.B: M x K x N), cooperative 128 x 256 or 128 x 128 (ge_pick's). */
@@ -32,7 +32,7 @@ static void norm_backward_run(const NormBwdArgs &g, const ge_launch &how) {
         using Program = FusedNormBwd<C::kBN, ACC, LMHEAD>;
         typename Program::Params p = {};
         if constexpr (ACC)
-            p.R = ge_out((bf16 *)g.dres, g.M, g.K, g.K);
+            p.dres_tma = ge_out((bf16 *)g.dres, g.M, g.K, g.K);
         else
             p.out.head = ge_out((bf16 *)g.dres, g.M, g.K, g.K);
         p.x = (const bf16 *)g.x;
@@ -168,8 +168,8 @@ extern "C" void cudaf_gemm_dw(KernelContext *kc, const void *dY, const void *X, 
         if (sq) cuda_sum_squares(kc, dW, (size_t)N * K, sq);
         return;
     }
-    const size_t nparts = (size_t)N * ge_row_parts(K);
+    const size_t total_parts = (size_t)N * ge_row_parts(K);
     float *part = sq ? (float *)cuda_workspace(kc, dw_parts_bytes(N, K)) : NULL;
     dw_run<false>(kc, dY, X, col_scale, dW, part, M, N, K);
-    if (sq) cuda_sum(kc, part, nparts, sq, 0);
+    if (sq) cuda_sum(kc, part, total_parts, sq, 0);
 }

@@ -28,10 +28,11 @@ extern "C" void fused_gemm_res_norm(const void *A, const void *W, const void *re
     p.res = (const bf16 *)res;
     p.gamma = gamma;
     p.part = part;
-    p.ld = N;
+    p.ldres = N;
     p.ldpart = ge_row_parts(N);
-    p.R = ge_out((bf16 *)res, M, N, N);
-    if (p.out.head.tma && p.R.tma) /* on ping-pong, the residual through shared memory (TMA), D in place over it */
+    p.res_tma = ge_out((bf16 *)res, M, N, N);
+    /* where TMA can describe D and the residual: on ping-pong, the residual through shared memory, D in place */
+    if (p.out.head.tma && p.res_tma.tma)
         ge_run_fused<FusedResNormTma<128>, FusedResNorm<256>>(GE_RESIDUAL, A, K, W, K, M, N, K, p, how);
     else
         ge_run_fused<FusedResNorm<128>, FusedResNorm<256>>(GE_RESIDUAL, A, K, W, K, M, N, K, p, how);
@@ -131,5 +132,5 @@ extern "C" void cudaf_gemm_rowscale(KernelContext *kc, const void *O, const void
         cuda_gemm_rowscale(kc, O, W, r, Y, M, N, K);
         return;
     }
-    fused_gemm_rowscale(O, W, r, Y, 1, M, N, K, cuda_gemm_launch(kc, "gemm_rowscale"));
+    fused_gemm_rowscale(O, W, r, Y, /* z_f32 */ 1, M, N, K, cuda_gemm_launch(kc, "gemm_rowscale"));
 }

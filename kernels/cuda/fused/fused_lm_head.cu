@@ -45,15 +45,15 @@ __global__ void __launch_bounds__(32 * LM_WARPS) lm_zref_kernel(const bf16 *O, c
     if (lane == 0) zref[m] = r[m] * acc;
 }
 
-/* The per-row work of the LM head after its GEMM (step 3 of the file's note), one warp per row. final: the rows
- * are accepted whatever their max logit (the second pass; non-finite logits then give a non-finite loss). */
+/* The per-row work of the LM head after its GEMM (step 3 of the file's note), one warp per row. final_pass: the
+ * rows are accepted whatever their max logit (non-finite logits then give a non-finite loss). */
 struct LmFinishArgs {
-    const float *ps, *pze, *pmax; /* [M, nparts] */
+    const float *part_e, *part_ze, *part_zmax; /* [M, nparts]: FusedLmHead's partials of sum E, sum z E, max z */
     int nparts;
     const float *et, *zt, *r;
-    float *zref;
+    float *zref; /* the reference logits (the targets'); a row that asks for the second pass sets its own to its max */
     float *loss;
-    int *redo;
+    int *redo;      /* how many rows ask for the second pass */
     int final_pass; /* the second pass: runs only if *redo != 0 */
     /* training (s != NULL) */
     float dscale;
@@ -72,9 +72,9 @@ __global__ void __launch_bounds__(32 * LM_WARPS) lm_finish_kernel(const LmFinish
     if (m >= M) return;
     float sum = 0.0f, ze = 0.0f, zmax = -INFINITY;
     for (int t = lane; t < g.nparts; t += 32) {
-        sum += g.ps[(long)m * g.nparts + t];
-        ze += g.pze[(long)m * g.nparts + t];
-        zmax = fmaxf(zmax, g.pmax[(long)m * g.nparts + t]);
+        sum += g.part_e[(long)m * g.nparts + t];
+        ze += g.part_ze[(long)m * g.nparts + t];
+        zmax = fmaxf(zmax, g.part_zmax[(long)m * g.nparts + t]);
     }
     sum = warp_sum(sum);
     ze = warp_sum(ze);
@@ -107,7 +107,7 @@ __global__ void __launch_bounds__(32 * LM_WARPS) lm_finish_kernel(const LmFinish
 /* Scratch of one chunk of C rows (carved from the backend's workspace). */
 struct LmScratch {
     bf16 *E, *Os;
-    float *ps, *pze, *pmax, *zref, *et, *zt, *s, *a, *c, *part;
+    float *part_e, *part_ze, *part_zmax, *zref, *et, *zt, *s, *a, *c, *part;
     int *redo;
 };
 
@@ -135,9 +135,9 @@ static size_t lm_scratch(char *base, LmScratch *sc, int M, int C, long ldE, int 
         TAKE(c, float, C);
         TAKE(part, float, (size_t)cdiv(C, GE_BM) * K);
     }
-    TAKE(ps, float, (size_t)C * nparts);
-    TAKE(pze, float, (size_t)C * nparts);
-    TAKE(pmax, float, (size_t)C * nparts);
+    TAKE(part_e, float, (size_t)C * nparts);
+    TAKE(part_ze, float, (size_t)C * nparts);
+    TAKE(part_zmax, float, (size_t)C * nparts);
     TAKE(zref, float, C);
     TAKE(et, float, C);
     TAKE(zt, float, C);
@@ -182,16 +182,18 @@ static void lm_forward_chunk(KernelContext *kc, const void *O, const void *W, co
     p.target = target;
     p.et = sc.et;
     p.zt = sc.zt;
-    p.ps = sc.ps;
-    p.pze = sc.pze;
-    p.pmax = sc.pmax;
+    p.part_e = sc.part_e;
+    p.part_ze = sc.part_ze;
+    p.part_zmax = sc.part_zmax;
     p.ldpart = nparts;
-    LmFinishArgs f = {sc.ps, sc.pze, sc.pmax, nparts, sc.et, sc.zt, r, sc.zref, loss, sc.redo, 0,
-                      dscale, STORE ? sc.s : NULL, a, sc.c, (const bf16 *)O, sc.Os, K};
+    LmFinishArgs f = {.part_e = sc.part_e, .part_ze = sc.part_ze, .part_zmax = sc.part_zmax, .nparts = nparts,
+                      .et = sc.et, .zt = sc.zt, .r = r, .zref = sc.zref, .loss = loss, .redo = sc.redo,
+                      .final_pass = 0, .dscale = dscale, .s = STORE ? sc.s : NULL, .a = a, .c = sc.c,
+                      .O = (const bf16 *)O, .Os = sc.Os, .K = K};
     const ge_launch how = cuda_gemm_launch(kc, STORE ? "lm_head_train (logits)" : "lm_head_loss (logits)");
     CUDA_CHECK(cudaMemsetAsync(sc.redo, 0, sizeof(int), kc->stream));
     for (int pass = 0; pass < 2; pass++) { /* the second returns at once unless the first set redo */
-        p.gate = pass ? sc.redo : NULL;
+        p.redo = pass ? sc.redo : NULL;
         ge_run_fused<FusedLmHead<STORE>>(GE_FUSED, O, K, W, K, C, V, K, p, how);
         f.final_pass = pass;
         lm_finish_kernel<<<row_blocks, 32 * LM_WARPS, 0, kc->stream>>>(f, C);

@@ -15,7 +15,8 @@
 extern "C" {
 #endif
 
-/* 1 if every op of a model with these dimensions runs its fused program (D, F, the QKV width, V any), else 0. */
+/* 1 if every op of a model with these dimensions runs its fused program (D, F, the QKV and query widths, the head
+ * dim; V any), else 0. */
 int fused_shape_ok(int D, int F, int n_qkv, int n_q, int hd);
 /* The table's shape_note (kernels.h): what fused_shape_ok says, for the user. */
 const char *cudaf_shape_note(const KernelShapes *s);

@@ -1,9 +1,13 @@
 /* fused_programs.cuh: the CODA epilogue programs of the trainer's fused path (docs/DESIGN.md, "Fused step"), each
  * the arithmetic of one non-attention operation applied to a GEMM's accumulator tile on chip, composed from the
- * primitives of gemm_epilogue.cuh, its math from cuda_math.cuh. Forward: K_res (residual + RMSNorm statistics),
- * the row-scaled GEMM, QKV + RoPE, gate/up + SwiGLU, the LM head's softmax numerator. Backward: the RMSNorm
- * backward (optionally with the LM head's gradient rows), the SwiGLU backward, the weight gradient with a column
- * scale. (The plain GEMMs are the engine's, gemm_programs.cuh.) */
+ * primitives of gemm_epilogue.cuh, its math from cuda_math.cuh. Forward: K_res (residual + RMSNorm statistics:
+ * FusedResNorm, FusedResNormTma), the row-scaled GEMM (FusedRowScale), QKV + RoPE (FusedRope, its angles an input
+ * of their own, RopeAngles), gate/up + SwiGLU (FusedSwiGLU), the LM head's softmax numerator (FusedLmHead).
+ * Backward: the RMSNorm backward, optionally with the LM head's gradient rows (FusedNormBwd), the SwiGLU backward
+ * (FusedSwiGLUBwd), the weight gradient with a column scale (FusedDw). (The plain GEMMs are the engine's,
+ * gemm_programs.cuh.) In the Params, r is RMSNorm's row scale, ld<x> the row stride of matrix x, and part the
+ * partial sums that a finish kernel adds up: per row and 128-column slice (row stride ldpart), or FusedNormBwd's
+ * per column and 128-row tile. */
 #ifndef FUSED_PROGRAMS_CUH
 #define FUSED_PROGRAMS_CUH
 
@@ -14,16 +18,17 @@
 
 /* K_res: D = acc + res (stored bf16); O = D * gamma; part[row, slice] = sum over the slice's columns of D^2 (D as
  * stored). The residual tile is prefetched into L2 before the main loop and read into registers all at once at the
- * epilogue (GeTileIn); gamma's slice is fetched before the main loop and read from shared memory (GeColStage).
- * FusedResNormTma (below) is the faster variant where TMA can describe D and the residual. */
+ * epilogue (GeTileIn); gamma's slice is fetched before the main loop and read from shared memory (GeColStage). The
+ * launcher runs it on cooperative tiles, and on ping-pong where TMA cannot describe D or the residual; elsewhere
+ * on ping-pong it runs FusedResNormTma (below), with the same Params. */
 struct FusedResNormParams {
     GeOutputs<GeOut<bf16>, GeOut<bf16>> out; /* D, O */
     const bf16 *res;
     const float *gamma;
     float *part;
-    long ld;     /* row stride of res */
-    long ldpart; /* row stride of part (partials per row) */
-    GeOut<bf16> R; /* the residual as a TMA source (FusedResNormTma; unused by FusedResNorm) */
+    long ldres;          /* row stride of res */
+    long ldpart;         /* row stride of part (partials per row) */
+    GeOut<bf16> res_tma; /* the residual as a TMA source (FusedResNormTma; unused by FusedResNorm) */
 };
 template <int BN> /* the tile width it runs with */
 struct FusedResNorm : GeProgram<GeOut<bf16>, GeOut<bf16>> {
@@ -31,10 +36,10 @@ struct FusedResNorm : GeProgram<GeOut<bf16>, GeOut<bf16>> {
     GeTileIn<BN> res; /* the whole tile: BN/4 registers, all loads in flight at once */
     GeColStage<BN> gamma;
     __host__ __device__ __forceinline__ auto inputs(const Params &p) {
-        return ge_inputs(ge_in(res, p.res, p.ld), ge_in(gamma, p.gamma));
+        return ge_inputs(ge_in(res, p.res, p.ldres), ge_in(gamma, p.gamma));
     }
-    GeRowPartial<GeSum> ss;
-    __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
+    GeRowPartial<GeSum> sumsq;
+    __device__ __forceinline__ void begin(const Params &, const GeTile &) { sumsq.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         const float2 g = gamma.get(t, col);
         float2 d[2] = {ge_add(v[0], res.get(t, 0)), ge_add(v[1], res.get(t, 1))};
@@ -42,29 +47,33 @@ struct FusedResNorm : GeProgram<GeOut<bf16>, GeOut<bf16>> {
         float2 o[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            ss.add(t, h, col, ge_mul(d[h], d[h]));
+            sumsq.add(t, h, col, ge_mul(d[h], d[h]));
             o[h] = ge_mul(d[h], g);
         }
         ge_put<1>(p.out, t, col, o);
     }
-    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { sumsq.store(p.part, p.ldpart, t); }
 };
 
-/* K_res with the residual brought in by TMA into the consumer's shared input staging before its main loop
- * (GeTileInTma: both row blocks of a ping-pong tile; no registers, no ring stages; the ring drops to 4 stages),
- * D written in place over it and stored from there; only O has GeOut staging. Needs D and R describable by TMA
- * (the launcher checks). */
+/* K_res with the residual brought by TMA into the consumer's shared input staging before its main loop
+ * (GeTileInTma: both row blocks of a ping-pong tile, in no registers; its staging leaves room for 4 ring stages),
+ * D written in place over it and stored from there, so that only O has GeOut staging. Needs D and the residual
+ * describable by TMA (the launcher checks). Its Params are FusedResNorm's, whose out list is (D, O): it declares O
+ * alone as its staged output, puts and flushes it by hand at unit 0, and D goes out with the residual input's
+ * flush. */
 template <int BN>
 struct FusedResNormTma : GeProgram<GeOut<bf16>> {
     using Params = FusedResNormParams;
-    static bool direct(const Params &p) { return !p.out.tail.head.tma; } /* O; D and R are TMA targets */
+    /* O in the Params' out list (D, O) */
+    __host__ __device__ __forceinline__ static const GeOut<bf16> &o_out(const Params &p) { return p.out.tail.head; }
+    static bool direct(const Params &p) { return !o_out(p).tma; } /* D and the residual: TMA, checked by the launcher */
     GeTileInTma<BN> res; /* the residual, then D written over it */
     GeColStage<BN> gamma;
     __host__ __device__ __forceinline__ auto inputs(const Params &p) {
-        return ge_inputs(ge_in(res, p.R, p.out.head), ge_in(gamma, p.gamma));
+        return ge_inputs(ge_in(res, p.res_tma, p.out.head), ge_in(gamma, p.gamma));
     }
-    GeRowPartial<GeSum> ss;
-    __device__ __forceinline__ void begin(const Params &, const GeTile &) { ss.reset(); }
+    GeRowPartial<GeSum> sumsq;
+    __device__ __forceinline__ void begin(const Params &, const GeTile &) { sumsq.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
         float2 d[2];
         res.get(t, d);
@@ -72,15 +81,14 @@ struct FusedResNormTma : GeProgram<GeOut<bf16>> {
         for (int h = 0; h < 2; h++) d[h] = ge_add(v[h], d[h]);
         res.put(t, d);
 #pragma unroll
-        for (int h = 0; h < 2; h++) ss.add(t, h, col, ge_mul(d[h], d[h]));
+        for (int h = 0; h < 2; h++) sumsq.add(t, h, col, ge_mul(d[h], d[h]));
         const float2 g = gamma.get(t, col);
         float2 o[2] = {ge_mul(d[0], g), ge_mul(d[1], g)};
-        ge_out_put(p.out.tail.head, t, 0, col, o);
+        ge_out_put(o_out(p), t, 0, col, o);
     }
-    /* O only: the Params are FusedResNorm's (one launch picks either program), whose out list is (D, O); D is
-     * stored from the residual's slots (its input's flush, before this) */
-    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) { ge_out_flush(p.out.tail.head, t, 0); }
-    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { ss.store(p.part, p.ldpart, t); }
+    /* O's chunk (D's was stored from the residual's slots by the input's flush, which runs before this) */
+    __device__ __forceinline__ void flush(const Params &p, const GeTile &t) { ge_out_flush(o_out(p), t, 0); }
+    __device__ __forceinline__ void end(const Params &p, const GeTile &t) { sumsq.store(p.part, p.ldpart, t); }
 };
 
 /* Z = r[row] * acc, Z bf16 or fp32. */
@@ -98,47 +106,48 @@ struct FusedRowScale : GeProgram<GeOut<T>> {
     }
 };
 
-/* RoPE's angles as an input: the (cos, sin) tables' rows [T, hd/2] at the positions (row % T) of the thread's two
- * rows; HD: the head dim when it is 32 or 64 (then the thread's values for its hd / 8 pair indices are loaded per
- * row block, all at once, and reused by every head of the tile), 0 for another power of two (loaded per fragment;
- * hd_mask = hd - 1; at 128 the cached values would not fit the ping-pong consumer's registers). cos(t, h, i),
- * sin(t, h, i): row h's at pair index i = (col mod hd) / 2 of the fragment's column col. */
+/* Input: RoPE's angles at the thread's two rows, from the (cos, sin) tables [T, hd/2] at position row % T.
+ * cos(t, h, pair) and sin(t, h, pair) are row h's at pair index pair = (col mod hd) / 2 of the fragment's column
+ * col. HD is the head dim when it is 32 or 64: a thread's fragments then meet only HD / 8 pair indices, whose
+ * values begin() loads per row block, all at once, for every head of the tile to reuse (pair is not read). HD = 0
+ * for another power of two (hd_mask = hd - 1): the values are loaded per fragment (at 128, cached values would not
+ * fit in the ping-pong consumer's registers). */
 template <int HD>
 struct RopeAngles : GeInput {
     struct Src {
         const float *const &cos, *const &sin;
         const int &hd_mask, &T;
     };
-    static constexpr int kCached = HD > 0 ? HD / 8 : 1; /* distinct pair indices per thread and row */
-    const float *cs[2], *sn[2];                         /* this thread's rows' table rows */
-    float c[2][kCached], s[2][kCached];
+    static constexpr int kCached = HD > 0 ? HD / 8 : 1;   /* distinct pair indices per thread and row */
+    const float *row_cos[2], *row_sin[2];                 /* the tables' rows at this thread's rows */
+    float cos_cached[2][kCached], sin_cached[2][kCached]; /* HD > 0: [h][j mod kCached] for fragment j */
     __device__ __forceinline__ void begin(const Src &src, const GeTile &t) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const long at = (long)(t.row[h] < t.M ? t.row[h] % src.T : 0) * ((src.hd_mask + 1) / 2);
-            cs[h] = src.cos + at;
-            sn[h] = src.sin + at;
+            const long row_offset = (long)(t.row[h] < t.M ? t.row[h] % src.T : 0) * ((src.hd_mask + 1) / 2);
+            row_cos[h] = src.cos + row_offset;
+            row_sin[h] = src.sin + row_offset;
             if constexpr (HD > 0) {
 #pragma unroll
-                for (int q = 0; q < kCached; q++) { /* fragment j uses index (col0 + 8 j) mod HD / 2, j mod kCached */
-                    const int i = ((t.col0 + 8 * q) & (HD - 1)) >> 1;
-                    c[h][q] = __ldg(cs[h] + i);
-                    s[h][q] = __ldg(sn[h] + i);
+                for (int q = 0; q < kCached; q++) { /* the pair index of fragments j = q mod kCached */
+                    const int pair = ((t.col0 + 8 * q) & (HD - 1)) >> 1;
+                    cos_cached[h][q] = __ldg(row_cos[h] + pair);
+                    sin_cached[h][q] = __ldg(row_sin[h] + pair);
                 }
             }
         }
     }
-    __device__ __forceinline__ float cos(const GeTile &t, int h, int i) const {
+    __device__ __forceinline__ float cos(const GeTile &t, int h, int pair) const {
         if constexpr (HD > 0)
-            return c[h][t.j % kCached];
+            return cos_cached[h][t.j % kCached];
         else
-            return __ldg(cs[h] + i);
+            return __ldg(row_cos[h] + pair);
     }
-    __device__ __forceinline__ float sin(const GeTile &t, int h, int i) const {
+    __device__ __forceinline__ float sin(const GeTile &t, int h, int pair) const {
         if constexpr (HD > 0)
-            return s[h][t.j % kCached];
+            return sin_cached[h][t.j % kCached];
         else
-            return __ldg(sn[h] + i);
+            return __ldg(row_sin[h] + pair);
     }
 };
 
@@ -157,12 +166,12 @@ struct FusedRope : GeProgram<GeOut<bf16>> {
         return ge_inputs(ge_in(r, p.r), ge_in(angle, p.cos, p.sin, p.hd_mask, p.T));
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-        const bool rope = col < p.n_rope;
-        const int i = (col & p.hd_mask) >> 1;
+        const bool rotate = col < p.n_rope;
+        const int pair = (col & p.hd_mask) >> 1;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             v[h] = ge_scale(v[h], r[h]);
-            if (rope) v[h] = rope_rotate(v[h], angle.cos(t, h, i), angle.sin(t, h, i));
+            if (rotate) v[h] = rope_rotate(v[h], angle.cos(t, h, pair), angle.sin(t, h, pair));
         }
         ge_put<0>(p.out, t, col, v);
     }
@@ -189,10 +198,10 @@ struct FusedSwiGLU : GeProgram<GeOut<bf16>, GeOut<bf16, 16>> {
  * reference (the target's logit, from a cheap pass before), E = e rounded to bf16 and stored (STORE), except at the
  * target column, where E is 0 and e and z go to et[row], zt[row] in fp32. Per row and 128-column slice, partials
  * of the sum of E as stored, of z E and of max z. The LM head's finish (fused_lm_head.cu) turns them into the
- * log-sum-exp zref + log(sum E + et), the loss, and the gradient's per-row factors: dZ = r dscale softmax -
- * onehot = s E + a onehot with s = r dscale / S, so E is the gradient up to a row scale, made here, in the
- * epilogue of the logits GEMM. A row whose max z is more than kClamp above its zref (the target 64 nats below the
- * best logit) is found by the finish and computed again with zref = max z. */
+ * log-sum-exp zref + log S with S = sum E + et, the loss, and the gradient's per-row factors: dZ = r dscale
+ * (softmax - onehot) = s E + a onehot with s = r dscale / S, so E is the gradient up to a row scale, made here, in
+ * the epilogue of the logits GEMM. A row whose max z is more than kClamp above its zref (the target 64 nats below
+ * the best logit) is found by the finish and computed again with zref = max z. */
 template <bool STORE>
 struct FusedLmHead : std::conditional_t<STORE, GeProgram<GeOut<bf16>>, GeProgram<>> {
     static constexpr float kClamp = 64.0f; /* e <= e^64: sums of up to 2^24 of them stay finite in fp32 */
@@ -200,48 +209,53 @@ struct FusedLmHead : std::conditional_t<STORE, GeProgram<GeOut<bf16>>, GeProgram
         typename FusedLmHead::Out out; /* E [M, V] (STORE) */
         const float *r, *zref;
         const int32_t *target;
-        float *et, *zt;        /* [M] */
-        float *ps, *pze, *pmax; /* [M, ldpart] */
+        float *et, *zt;                      /* [M]: e and z at the target column */
+        float *part_e, *part_ze, *part_zmax; /* [M, ldpart]: partials of sum E, sum z E, max z */
         long ldpart;
-        const int *gate;        /* not NULL: run only if *gate != 0 (the second pass: some row asked for it) */
+        const int *redo; /* not NULL: run only if *redo != 0 (the second pass: some row asked for it) */
     };
-    __device__ __forceinline__ static bool skip(const Params &p) { return p.gate && *p.gate == 0; }
+    __device__ __forceinline__ static bool skip(const Params &p) { return p.redo && *p.redo == 0; }
     GeRowVals r, zref;
-    GeRowInts tgt;
+    GeRowInts target;
     __host__ __device__ __forceinline__ auto inputs(const Params &p) {
-        return ge_inputs(ge_in(r, p.r), ge_in(zref, p.zref), ge_in(tgt, p.target, -1));
+        return ge_inputs(ge_in(r, p.r), ge_in(zref, p.zref), ge_in(target, p.target, -1));
     }
-    GeRowPartial<GeSum> s, ze;
-    GeRowPartial<GeMax> zmax;
+    GeRowPartial<GeSum> sum_e, sum_ze;
+    GeRowPartial<GeMax> max_z;
     __device__ __forceinline__ void begin(const Params &, const GeTile &) {
-        s.reset();
-        ze.reset();
-        zmax.reset();
+        sum_e.reset();
+        sum_ze.reset();
+        max_z.reset();
+    }
+    /* Where row h's target column is in the pair at col: its e and z go to et, zt, and its E becomes 0. */
+    __device__ __forceinline__ void set_aside_target(const Params &p, const GeTile &t, int h, int col, float2 z,
+                                                     float2 e, float2 &E) const {
+        if (target[h] == col || target[h] == col + 1) {
+            const bool first = target[h] == col;
+            p.et[t.row[h]] = first ? e.x : e.y;
+            p.zt[t.row[h]] = first ? z.x : z.y;
+            if (first) E.x = 0.0f;
+            else E.y = 0.0f;
+        }
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-        float2 e[2];
+        float2 E[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
             const float2 z = ge_scale(v[h], r[h]);
-            const float2 ex = make_float2(__expf(fminf(z.x - zref[h], kClamp)), __expf(fminf(z.y - zref[h], kClamp)));
-            e[h] = ge_unpack_bf16x2(ge_pack_bf16x2(ex)); /* as stored */
-            if (tgt[h] == col || tgt[h] == col + 1) {
-                const bool x = tgt[h] == col;
-                p.et[t.row[h]] = x ? ex.x : ex.y;
-                p.zt[t.row[h]] = x ? z.x : z.y;
-                if (x) e[h].x = 0.0f;
-                else e[h].y = 0.0f;
-            }
-            s.add(t, h, col, e[h]);
-            ze.add(t, h, col, ge_mul(z, e[h]));
-            zmax.add(t, h, col, z);
+            const float2 e = make_float2(__expf(fminf(z.x - zref[h], kClamp)), __expf(fminf(z.y - zref[h], kClamp)));
+            E[h] = ge_unpack_bf16x2(ge_pack_bf16x2(e)); /* e as stored */
+            set_aside_target(p, t, h, col, z, e, E[h]);
+            sum_e.add(t, h, col, E[h]);
+            sum_ze.add(t, h, col, ge_mul(z, E[h]));
+            max_z.add(t, h, col, z);
         }
-        if constexpr (STORE) ge_put<0>(p.out, t, col, e);
+        if constexpr (STORE) ge_put<0>(p.out, t, col, E);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
-        s.store(p.ps, p.ldpart, t);
-        ze.store(p.pze, p.ldpart, t);
-        zmax.store(p.pmax, p.ldpart, t);
+        sum_e.store(p.part_e, p.ldpart, t);
+        sum_ze.store(p.part_ze, p.ldpart, t);
+        max_z.store(p.part_zmax, p.ldpart, t);
     }
 };
 
@@ -251,14 +265,14 @@ struct FusedLmHead : std::conditional_t<STORE, GeProgram<GeOut<bf16>>, GeProgram
  * forward was z = r (O . W^T), O = x * gamma, with c[m] = <z, dLoss/dz>:
  *   dx = gamma * G - (r^2 / N) c x;  dres = dx (ACC: dres += dx, in place through shared memory);
  *   dgamma partials: part[tile row, col] = sum over the tile's rows of G x.
- * LMHEAD: dZ is the LM head's E (fused_programs' FusedLmHead), so G = s * acc + a * W[target] (the gradient's row
- * scale, and its target column added back as a row of W). x comes into registers ahead of use (GeTileIn). */
+ * LMHEAD: dZ is the LM head's E (FusedLmHead, above), so G = s * acc + a * W[target] (the gradient's row scale,
+ * and its target column added back as a row of W). x comes into registers ahead of use (GeTileIn). */
 template <int BN, bool ACC, bool LMHEAD>
 struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>>> {
     static constexpr bool kColPartials = true;
     struct Params {
         typename FusedNormBwd::Out out; /* dres (!ACC) */
-        GeOut<bf16> R;                  /* dres as the TMA source and target of the in-place update (ACC) */
+        GeOut<bf16> dres_tma;           /* dres as the TMA source and target of the in-place update (ACC) */
         const bf16 *x;
         long ldx;
         const float *gamma, *r, *c;
@@ -269,16 +283,17 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
         const bf16 *W; /* LMHEAD: [V, N] */
         int V;
     };
-    GeTileIn<BN, 16, 4> x;
-    GeTileInTma<BN, 1, GE_SPREAD> dres; /* ACC: dres, then dx added over it */
+    GeTileIn<BN, 16, 4> x;              /* a ring of 16 fragments, refilled 4 at a time */
+    GeTileInTma<BN, 1, GE_SPREAD> dres; /* ACC: dres, then dx added over it (its loads spread over the main loop) */
     GeColStage<BN> gamma;
     __host__ __device__ __forceinline__ auto inputs(const Params &p) {
-        return ge_inputs(ge_in(x, p.x, p.ldx), ge_in_if<ACC>(dres, p.R, p.R), ge_in(gamma, p.gamma));
+        return ge_inputs(ge_in(x, p.x, p.ldx), ge_in_if<ACC>(dres, p.dres_tma, p.dres_tma), ge_in(gamma, p.gamma));
     }
-    /* The per-row factors, loaded and derived here, before the inputs' begin(): an explicit hook, because as
-     * declared row inputs with r^2 c / N computed in frag() the kernels grew (docs/EXPERIMENTS.md) */
+    /* The per-row factors, loaded and derived by the program's own begin(), which runs before the inputs' begin():
+     * coef = r^2 c / N and, with LMHEAD, s, a and the target. (Declared as row inputs, with coef formed in frag(),
+     * they make larger kernels: docs/EXPERIMENTS.md, "What was measured and not kept".) */
     float coef[2], s[2], a[2];
-    int trow[2]; /* LMHEAD: the rows' targets (V outside the matrix: masked) */
+    int target_row[2]; /* LMHEAD: the rows' targets, rows of W (V for a row outside the matrix: its loads masked) */
     __device__ __forceinline__ void begin(const Params &p, const GeTile &t) {
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -287,8 +302,17 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
             if constexpr (LMHEAD) {
                 s[h] = ge_row_vec(p.s, t, h);
                 a[h] = ge_row_vec(p.a, t, h);
-                trow[h] = t.row[h] < t.M ? __ldg(p.target + t.row[h]) : p.V;
+                target_row[h] = t.row[h] < t.M ? __ldg(p.target + t.row[h]) : p.V;
             }
+        }
+    }
+    /* G at row h's pair: the accumulator, or with LMHEAD s acc + a W[target] */
+    __device__ __forceinline__ float2 grad(const Params &p, const GeTile &t, int h, int col, float2 acc) const {
+        if constexpr (LMHEAD) {
+            const float2 w = ge_load_at(p.W, t.N, target_row[h], col, p.V, t.N);
+            return make_float2(s[h] * acc.x + a[h] * w.x, s[h] * acc.y + a[h] * w.y);
+        } else {
+            return acc;
         }
     }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
@@ -296,11 +320,7 @@ struct FusedNormBwd : std::conditional_t<ACC, GeProgram<>, GeProgram<GeOut<bf16>
         float2 G[2], dx[2], gx[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            G[h] = v[h];
-            if constexpr (LMHEAD) {
-                const float2 w = ge_load_at(p.W, t.N, trow[h], col, p.V, t.N);
-                G[h] = make_float2(s[h] * v[h].x + a[h] * w.x, s[h] * v[h].y + a[h] * w.y);
-            }
+            G[h] = grad(p, t, h, col, v[h]);
             const float2 xv = x.get(t, h);
             dx[h] = make_float2(rms_backward(g.x, G[h].x, coef[h], xv.x), rms_backward(g.y, G[h].y, coef[h], xv.y));
             gx[h] = ge_mul(G[h], xv);
@@ -337,35 +357,35 @@ struct FusedSwiGLUBwd : GeProgram<GeOut<bf16>> {
         long ldpart;
     };
     GeRowVals r;
-    GeTileIn<BN, 8, 4, 2, GE_SPREAD> z;
+    GeTileIn<BN, 8, 4, 2, GE_SPREAD> z; /* (G, U): a ring of 8 fragments, refilled 4 at a time */
     __host__ __device__ __forceinline__ auto inputs(const Params &p) {
         return ge_inputs(ge_in(r, p.r), ge_in(z, p.Z, p.ldz));
     }
     GeRowPartial<GeSum> c;
     __device__ __forceinline__ void begin(const Params &, const GeTile &) { c.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-        float act[2][2]; /* [h][column e]: pairs for ge_put below */
+        float act[2][2]; /* [h][e]: row h, output column col + e */
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            float2 gu[2], d[2];
+            float2 gu[2], dgu[2]; /* [e]: (G, U) and r (dG, dU) of output column col + e */
             z.get2(t, h, gu);
-            const float da[2] = {v[h].x, v[h].y};
-            float cc[2];
+            const float dact[2] = {v[h].x, v[h].y};
+            float c_term[2]; /* [e]: G dG + U dU */
 #pragma unroll
             for (int e = 0; e < 2; e++) {
                 const float g = gu[e].x, u = gu[e].y, sg = sigmoid_approx(g);
                 float dg, du;
-                swiglu_backward(g, u, sg, da[e], dg, du);
-                cc[e] = g * dg + u * du;
-                d[e] = make_float2(r[h] * dg, r[h] * du);
+                swiglu_backward(g, u, sg, dact[e], dg, du);
+                c_term[e] = g * dg + u * du;
+                dgu[e] = make_float2(r[h] * dg, r[h] * du);
                 act[h][e] = swiglu(g, sg, u);
             }
-            ge_store_wide(p.dZ, p.ldz, t, h, col, d);
-            c.add(t, h, col, make_float2(cc[0], cc[1]));
+            ge_store_wide(p.dZ, p.ldz, t, h, col, dgu);
+            c.add(t, h, col, make_float2(c_term[0], c_term[1]));
         }
         z.advance(t); /* Z's next loads, before act is staged */
-        float2 av[2] = {make_float2(act[0][0], act[0][1]), make_float2(act[1][0], act[1][1])};
-        ge_put<0>(p.out, t, col, av);
+        float2 act_rows[2] = {make_float2(act[0][0], act[0][1]), make_float2(act[1][0], act[1][1])};
+        ge_put<0>(p.out, t, col, act_rows);
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) { c.store(p.part, p.ldpart, t); }
 };
@@ -384,23 +404,25 @@ struct FusedDw : GeProgram<GeOut<float, 32, ACC>> {
     };
     GeColStage<BN, true> scale; /* may be null */
     __host__ __device__ __forceinline__ auto inputs(const Params &p) { return ge_inputs(ge_in(scale, p.scale)); }
-    GeRowPartial<GeSum> sq;
-    __device__ __forceinline__ void begin(const Params &, const GeTile &) { sq.reset(); }
+    GeRowPartial<GeSum> sumsq;
+    /* whether it sums dW^2: it overwrites dW and part is set */
+    __device__ __forceinline__ static bool sums_squares(const Params &p) { return !ACC && p.part; }
+    __device__ __forceinline__ void begin(const Params &, const GeTile &) { sumsq.reset(); }
     __device__ __forceinline__ void frag(const Params &p, const GeTile &t, int col, float2 (&v)[2]) {
-        float2 w[2] = {v[0], v[1]};
+        float2 dw[2] = {v[0], v[1]};
         if (p.scale) {
             const float2 s = scale.get(t, col);
-            w[0] = ge_mul(w[0], s);
-            w[1] = ge_mul(w[1], s);
+            dw[0] = ge_mul(dw[0], s);
+            dw[1] = ge_mul(dw[1], s);
         }
-        ge_put<0>(p.out, t, col, w);
-        if (!ACC && p.part) {
-            sq.add(t, 0, col, ge_mul(w[0], w[0]));
-            sq.add(t, 1, col, ge_mul(w[1], w[1]));
+        ge_put<0>(p.out, t, col, dw);
+        if (sums_squares(p)) {
+            sumsq.add(t, 0, col, ge_mul(dw[0], dw[0]));
+            sumsq.add(t, 1, col, ge_mul(dw[1], dw[1]));
         }
     }
     __device__ __forceinline__ void end(const Params &p, const GeTile &t) {
-        if (!ACC && p.part) sq.store(p.part, p.ldpart, t);
+        if (sums_squares(p)) sumsq.store(p.part, p.ldpart, t);
     }
 };
 
