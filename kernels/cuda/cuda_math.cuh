@@ -14,7 +14,7 @@
 
 /* RoPE on an adjacent pair (a, b) by the angle whose cosine and sine are c and s: (a c - b s, b c + a s). Its
  * transpose (the backward) is the rotation by -s, as the unfused backward and the attention backward's stores
- * (attention/attn_tiles.cuh, attn_stage_grad) call it. */
+ * (attention/attn_backward.cu, attn_stage_grad) call it. */
 __device__ __forceinline__ float2 rope_rotate(float2 v, float c, float s) {
     return make_float2(v.x * c - v.y * s, v.y * c + v.x * s);
 }

@@ -1,6 +1,7 @@
 /* attn_tiles.cuh: what the Hopper attention kernels (attn_forward.cu, attn_backward.cu) share: head tiles brought
- * into shared memory by TMA, wgmma descriptors over them, and arithmetic on wgmma accumulator fragments. The PTX
- * wrappers (mbarriers, TMA, wgmma) are hopper/hopper_ptx.cuh's.
+ * into shared memory by TMA and stored from it, the consumers' round robin at the tensor cores, wgmma descriptors
+ * and matmuls over head tiles, and arithmetic on wgmma accumulator fragments. The PTX wrappers (mbarriers, TMA,
+ * wgmma) are hopper/hopper_ptx.cuh's.
  *
  * Layout (docs/DESIGN.md, "Attention"). A head tile is R rows (tokens) x HD columns of one head of qkv, y or dy,
  * loaded as HD/64 TMA boxes of 64 columns x R rows, each R rows of 128 bytes with the 128-byte swizzle (16-byte
@@ -22,8 +23,9 @@
 #include "kernels/cuda/cuda_math.cuh"
 #include "kernels/cuda/hopper/hopper_ptx.cuh"
 
-#define ATTN_THREADS 384 /* the backward's CTA: one producer warpgroup and two consumer warpgroups */
 #define ATTN_LOG2E 1.4426950408889634f
+
+/* ---------------------------------------------------------------- head tiles in shared memory */
 
 /* Bytes of an R-row head tile. */
 template <int HD, int R>
@@ -34,34 +36,49 @@ struct AttnTile {
     static_assert(HD == 64 || HD == 128, "head dim 64 or 128");
 };
 
-/* Loads rows row0 .. row0 + R - 1 of sequence b, columns col0 .. col0 + HD - 1, into `tile`, completing on `bar`
- * (whose expected transaction bytes the caller sets to AttnTile::kBytes). */
-template <int HD, int R>
-__device__ __forceinline__ void attn_load_tile(uint8_t *tile, const CUtensorMap *map, uint64_t *bar, int col0,
-                                               int row0, int b) {
-#pragma unroll
-    for (int x = 0; x < AttnTile<HD, R>::kBoxes; x++)
-        tma_load_3d(tile + x * AttnTile<HD, R>::kBoxBytes, map, bar, col0 + 64 * x, row0, b);
-}
-
 /* The dynamic shared memory of a kernel, its base aligned to 1 KB (the 128-byte swizzle's pattern repeats there). */
 __device__ __forceinline__ uint8_t *attn_smem_base(uint8_t *raw) {
     return reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023));
 }
 
-/* The CTA's mbarriers, contiguous in shared memory: the first n_full completed by the producer's one arrival (and
- * its TMA bytes), then n_empty completed by every consumer thread (attn_turn_open, attn_turn_matmuls; the dQ
- * CTA's also at a head's end: its last product's stage and its Q buffer). Every thread calls it. */
-__device__ __forceinline__ void attn_init_barriers(uint64_t *bars, int n_full, int n_empty) {
-    if (threadIdx.x == 0) {
-        for (int i = 0; i < n_full + n_empty; i++) mbar_init(&bars[i], i < n_full ? 1 : ATTN_THREADS - 128);
-        mbar_fence_init();
-    }
-    __syncthreads();
+/* Where use n of an S-stage mbarrier ring falls: its stage, and the parity of the stage's phase that a wait for
+ * the stage to be filled waits on (a wait for it to be emptied waits on the other parity). */
+template <int S>
+struct AttnRingSlot {
+    int stage;
+    uint32_t parity;
+    __device__ __forceinline__ explicit AttnRingSlot(int n) : stage(n % S), parity((n / S) & 1) {}
+};
+
+/* Loads rows t0 .. t0 + R - 1 of sequence b, columns col0 .. col0 + HD - 1, into `tile`, completing on `bar`
+ * (whose expected transaction bytes the caller sets to AttnTile::kBytes). */
+template <int HD, int R>
+__device__ __forceinline__ void attn_load_tile(uint8_t *tile, const CUtensorMap *map, uint64_t *bar, int col0, int t0,
+                                               int b) {
+#pragma unroll
+    for (int x = 0; x < AttnTile<HD, R>::kBoxes; x++)
+        tma_load_3d(tile + x * AttnTile<HD, R>::kBoxBytes, map, bar, col0 + 64 * x, t0, b);
+}
+
+/* Shared-window address of the bf16 pair at (row, col) (col even) of a head tile of R rows. */
+template <int R>
+__device__ __forceinline__ uint32_t attn_tile_addr(uint32_t tile, int row, int col) {
+    return tile + (col >> 6) * (R * 128) + row * 128 + ((((col >> 3) & 7) ^ (row & 7)) << 4) + (col & 7) * 2;
+}
+
+/* ---------------------------------------------------------------- a consumer's output rows, stored by TMA */
+
+/* A consumer warpgroup stores its 64 output rows through its own rows of a resident tile: its threads write them
+ * (attn_stage_tile, or the backward's attn_stage_grad), attn_store_begin makes the writes visible to TMA and returns
+ * true in the one thread that then issues the stores (attn_store_rows) and commits them. */
+__device__ __forceinline__ bool attn_store_begin(int consumer, int wtid) {
+    fence_proxy_async_shared();
+    named_bar_sync(1 + consumer, 128); /* the warpgroup's store barrier */
+    return wtid == 0;
 }
 
 /* Issues the TMA stores of rows row0 .. row0 + 63 of an R-row tile to columns col0 .. col0 + HD - 1 from row t0 of
- * sequence b (a map with boxes of 64 x 64); one thread. */
+ * sequence b (a map with boxes of 64 x 64). */
 template <int HD, int R>
 __device__ __forceinline__ void attn_store_rows(const CUtensorMap *map, const uint8_t *tile, int row0, int col0,
                                                 int t0, int b) {
@@ -70,103 +87,50 @@ __device__ __forceinline__ void attn_store_rows(const CUtensorMap *map, const ui
         tma_store_3d(map, smem_u32(tile + x * AttnTile<HD, R>::kBoxBytes + row0 * 128), col0 + 64 * x, t0, b);
 }
 
-/* After a consumer warpgroup has staged its rows (attn_stage_tile / attn_stage_grad): its writes are made visible
- * to TMA and the warpgroup syncs on its named barrier (1 + c); returns true in the one thread that then issues the
- * stores (attn_store_rows) and calls attn_store_end. */
-__device__ __forceinline__ bool attn_store_begin(int c, int wtid) {
-    fence_proxy_async_shared();
-    named_bar_sync(1 + c, 128);
-    return wtid == 0;
+/* Commits the stores and waits for them. */
+__device__ __forceinline__ void attn_store_end() {
+    bulk_commit();
+    bulk_wait<0>();
 }
+
+/* A query buffer whose output went out through a store: the storing thread frees it (an arrival on its empty
+ * barrier) once the store has read it, and then forgets it (stored_qb = -1; -1: none). */
+__device__ __forceinline__ void attn_free_stored_buffer(int &stored_qb, uint64_t *q_empty) {
+    if (stored_qb >= 0) {
+        bulk_wait_read<0>();
+        mbar_arrive(&q_empty[stored_qb]);
+        stored_qb = -1;
+    }
+}
+
+/* ---------------------------------------------------------------- turns at the tensor cores */
+
 /* NC consumer warpgroups take turns issuing their matmuls, a round robin on named barriers NC + 1 .. 2 NC (after the
  * store barriers 1 .. NC of attn_store_begin): consumer c waits for its turn (take), issues, hands the turn to
  * consumer c + 1 mod NC (pass) and runs its elementwise work while the others' matmuls keep the tensor cores busy.
  * Consumer 0 goes first; all take the same number of turns, ending with last() instead of pass(): the last
  * consumer's would give consumer 0 its next first turn, which the next constructor gives, so the barriers end
  * balanced. */
-template <int NC = 2>
+template <int NC>
 struct AttnTurns {
-    static constexpr int kBar0 = 1 + NC; /* consumer c's turn barrier: kBar0 + c */
+    static constexpr int kBar0 = 1 + NC;    /* consumer c's turn barrier: kBar0 + c */
+    static constexpr int kBarThreads = 256; /* on a turn barrier: the consumer taking the turn and the one passing it */
     int c;
     __device__ __forceinline__ explicit AttnTurns(int consumer) : c(consumer) {
-        if (c == NC - 1) named_bar_arrive(kBar0, 256);
+        if (c == NC - 1) named_bar_arrive(kBar0, kBarThreads);
     }
-    __device__ __forceinline__ void take() const { named_bar_sync(kBar0 + c, 256); }
+    __device__ __forceinline__ void take() const { named_bar_sync(kBar0 + c, kBarThreads); }
     __device__ __forceinline__ void pass() const { /* to consumer c + 1 mod NC */
-        named_bar_arrive(kBar0 + (NC == 2 ? 1 - c : (c + 1) % NC), 256);
+        named_bar_arrive(kBar0 + (NC == 2 ? 1 - c : (c + 1) % NC), kBarThreads);
     }
     __device__ __forceinline__ void last() const {
 #pragma unroll
         for (int i = 0; i < NC - 1; i++) /* pass(), by all but the last consumer */
-            if (c == i) named_bar_arrive(kBar0 + 1 + i, 256);
+            if (c == i) named_bar_arrive(kBar0 + 1 + i, kBarThreads);
     }
 };
 
-/* No turns: each consumer issues its matmuls as soon as it is ready (the hd-64 dK/dV CTA, AttnDkdvShape::Turns). */
-struct AttnNoTurns {
-    __device__ __forceinline__ explicit AttnNoTurns(int) {}
-    __device__ __forceinline__ void take() const {}
-    __device__ __forceinline__ void pass() const {}
-    __device__ __forceinline__ void last() const {}
-};
-
-/* A backward consumer's turn (attn_backward.cu), in which the previous block's products (dV and dK, or dQ) run
- * beside this block's matmuls. attn_turn_open takes the turn and waits for this block's stage s. If the block is all
- * masked for this consumer (!live), it hands the turn over, frees stage s and returns false: the products wait for
- * the next turn. Else it issues the products of the block in stage pend (products(stage), which commits them as one
- * or more groups), and the consumer's attn_turn_matmuls issues the block's two matmuls around the products' end
- * and passes the turn. Before the consumer's first block (pend < 0) the products are issued all the same, on
- * stage s with the consumer's P and dS still zero, adding exact zeros to zeros: a wgmma on one path only makes
- * ptxas serialize them all (C7520). Every consumer thread arrives on a stage's empty barrier: an mbarrier arrive
- * releases the arriving thread's own reads only, and each thread reads the stage's L and D rows (the dK/dV CTA). */
-template <class Turns, class Products>
-__device__ __forceinline__ bool attn_turn_open(const Turns &turns, int pend, Products &products,
-                                               uint64_t *full, uint64_t *empty, int s, uint32_t ph, bool live) {
-    turns.take();
-    mbar_wait(&full[s], ph);
-    if (!live) {
-        turns.pass();
-        mbar_arrive(&empty[s]);
-        return false;
-    }
-    wgmma_fence();
-    products(pend >= 0 ? pend : s);
-    return true;
-}
-/* The rest of a live block's turn: the first matmul (first(), S or S^T) issued and committed behind the products,
- * then the wait for the products (only that matmul stays in flight) and their stage freed, then the second matmul
- * (second(), dP or dP^T) issued and committed, and the turn passed. */
-template <class Turns, class First, class Second>
-__device__ __forceinline__ void attn_turn_matmuls(const Turns &turns, int pend, uint64_t *empty, First &&first,
-                                                  Second &&second) {
-    wgmma_fence();
-    first();
-    wgmma_commit();
-    wgmma_wait<1>();
-    if (pend >= 0) mbar_arrive(&empty[pend]);
-    wgmma_fence();
-    second();
-    wgmma_commit();
-    turns.pass();
-}
-/* The last turn: the last block's products, if any, issued and waited for (the consumer then pins their
- * accumulators, attn_pin: the wait is on one path only, and a wait outside it would make ptxas serialize, C7515). */
-template <class Turns, class Products>
-__device__ __forceinline__ void attn_turn_close(const Turns &turns, int pend, Products &products) {
-    turns.take();
-    if (pend >= 0) {
-        wgmma_fence();
-        products(pend);
-        wgmma_wait<0>();
-    }
-    turns.last();
-}
-
-/* Commits the stores and waits for them. */
-__device__ __forceinline__ void attn_store_end() {
-    bulk_commit();
-    bulk_wait<0>();
-}
+/* ---------------------------------------------------------------- wgmma over head tiles */
 
 /* Descriptors of the k16 steps of head tiles. A matmul's loop-invariant operand (the A tile, the same on every
  * block) builds each step's descriptor whole, which the compiler hoists out of the loop; the operand that changes
@@ -190,12 +154,6 @@ __device__ __forceinline__ uint64_t attn_desc_mn(const uint8_t *tile) {
     return wgmma_desc_sw128(tile, AttnTile<HD, R>::kBoxBytes, 1024);
 }
 __device__ __forceinline__ uint64_t attn_desc_mn_step(uint64_t desc, int kk) { return wgmma_desc_add(desc, kk * 2048); }
-
-/* Shared-window address of the bf16 pair at (row, col) (col even) of a head tile of R rows. */
-template <int R>
-__device__ __forceinline__ uint32_t attn_tile_addr(uint32_t tile, int row, int col) {
-    return tile + (col >> 6) * (R * 128) + row * 128 + ((((col >> 3) & 7) ^ (row & 7)) << 4) + (col & 7) * 2;
-}
 
 /* D (m64nN accumulator) = A . B^T over the head dimension: A rows a_row0 .. + 63 of an RA-row tile, B all RB
  * rows of another, both K-major (N = RB). */
@@ -229,13 +187,15 @@ __device__ __forceinline__ void attn_mma_pv(float *d, const uint32_t *p, const u
     }
 }
 
-/* Waits for this thread's wgmmas (all but the last PENDING commit groups) and pins the registers of the accumulator d
- * (of a completed group) after the wait (attn_pin: the compiler moves no access to them above that point). */
+/* Pins the N registers of accumulator d here: the compiler moves no access to them above this point (placed after
+ * the wait for the wgmma that writes them). */
 template <int N>
 __device__ __forceinline__ void attn_pin(float *d) {
 #pragma unroll
     for (int i = 0; i < N; i++) reg_fence(d[i]);
 }
+/* Waits until at most PENDING of this thread's wgmma commit groups are in flight, then pins the accumulator d of a
+ * group that has completed. */
 template <int N, int PENDING = 0>
 __device__ __forceinline__ void attn_wgmma_wait(float *d) {
     wgmma_wait<PENDING>();
@@ -252,6 +212,8 @@ __device__ __forceinline__ void attn_wgmma_wait_after(float *d, float a, float b
     attn_wgmma_wait<N>(d);
 }
 
+/* ---------------------------------------------------------------- arithmetic on accumulator fragments */
+
 /* 2^x, the SFU's approximation (flushes denormals; 2^-inf = 0). */
 __device__ __forceinline__ float attn_exp2(float x) {
     float y;
@@ -259,6 +221,7 @@ __device__ __forceinline__ float attn_exp2(float x) {
     return y;
 }
 
+/* lo and hi rounded to bf16, as one register (lo in the low half). */
 __device__ __forceinline__ uint32_t attn_pack_bf16(float lo, float hi) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&h);
@@ -296,59 +259,6 @@ __device__ __forceinline__ void attn_stage_tile(uint8_t *tile, int row0, const f
         const int row = row0 + 16 * warp + (lane >> 2) + 8 * attn_frag_half(i);
         st_shared_b32(attn_tile_addr<R>(base, row, attn_frag_col(i, lane)),
                       attn_pack_bf16(acc[i] * scale, acc[i + 1] * scale));
-    }
-}
-
-/* The optional tail of the backward's stores (kernels.h attention_backward with r): a gradient G (fp32, before any
- * rounding) is stored as r * rope^T(G) for Q and K heads and r * G for V heads, and each row's <Z, G> over the head
- * (Z: the forward's values of those rows, the tile the store goes through) goes to cpart[row, slot]; a finish sums
- * a row's slots into c. r == NULL: G itself. A RoPE pair is the adjacent columns (2i, 2i+1) of a head, which one
- * thread holds as elements e = 0, 1 of a fragment. */
-struct AttnTail {
-    const float *r;         /* [B*T] */
-    const float *cos, *sin; /* [T, hd/2] */
-    float *cpart;           /* [B*T, nslots] */
-    int nslots;
-};
-
-/* attn_stage_tile for a gradient: acc * scale with the tail, written over Z in rows row0 .. row0 + 63 of an
- * R-row tile whose row 0 is position t0 of sequence b (global row b T + t0); rows >= T compute on position 0's
- * tables and store nothing (the TMA store clips them). */
-template <int HD, int R>
-__device__ __forceinline__ void attn_stage_grad(uint8_t *tile, int row0, const float *acc, float scale,
-                                                const AttnTail &tail, bool rope, int slot, int t0, int b, int T,
-                                                int warp, int lane) {
-    if (!tail.r) {
-        attn_stage_tile<HD, R>(tile, row0, acc, scale, warp, lane);
-        return;
-    }
-    const uint32_t base = smem_u32(tile);
-#pragma unroll
-    for (int hh = 0; hh < 2; hh++) {
-        const int row = row0 + 16 * warp + (lane >> 2) + 8 * hh, t = t0 + row;
-        const bool live = t < T;
-        const long grow = (long)b * T + (live ? t : 0);
-        const float rr = tail.r[grow];
-        const float *cs = tail.cos + (long)(live ? t : 0) * (HD / 2), *sn = tail.sin + (long)(live ? t : 0) * (HD / 2);
-        float dot = 0.0f;
-#pragma unroll
-        for (int j = 0; j < HD / 8; j++) {
-            const int i = 4 * j + 2 * hh, col = attn_frag_col(i, lane);
-            const uint32_t addr = attn_tile_addr<R>(base, row, col);
-            const uint32_t zbits = ld_shared_b32(addr);
-            const float2 z = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162 *>(&zbits));
-            const float g0 = acc[i] * scale, g1 = acc[i + 1] * scale;
-            dot = fmaf(z.x, g0, fmaf(z.y, g1, dot));
-            float a = g0, c = g1;
-            if (rope) { /* RoPE's transpose: the rotation by the opposite angle */
-                const float2 t = rope_rotate(make_float2(g0, g1), __ldg(cs + col / 2), -__ldg(sn + col / 2));
-                a = t.x;
-                c = t.y;
-            }
-            st_shared_b32(addr, attn_pack_bf16(rr * a, rr * c));
-        }
-        dot = attn_quad_sum(dot);
-        if (live && (lane & 3) == 0) tail.cpart[grow * tail.nslots + slot] = dot;
     }
 }
 
