@@ -1,6 +1,8 @@
 /* cuda_common.cuh: what every CUDA file of the backend shares: checked calls (CUDA_CHECK / CUBLAS_CHECK /
- * LAUNCH_CHECK name the call, file and line and abort; out of memory, they exit with a message), bf16 vector loads and stores of 8 elements with a scalar
- * fallback for ragged or unaligned rows, warp and block reductions, and the internal declarations (cuda_internal). */
+ * LAUNCH_CHECK name the call, file and line and abort; out of memory, they exit with a message), host helpers for
+ * grid and buffer sizes, bf16 vector loads and stores of 8 elements with a scalar fallback for ragged or unaligned
+ * rows, warp and block reductions, and the backend's internal interface: the context (KernelContext) and the
+ * functions that one CUDA file defines for the others. */
 #ifndef CUDA_COMMON_CUH
 #define CUDA_COMMON_CUH
 
@@ -44,7 +46,19 @@ void cuda_out_of_memory(const KernelContext *kc, const char *what, size_t bytes,
         if (err_ != cudaSuccess) cuda_fail("launch of " name, cudaGetErrorString(err_), __FILE__, __LINE__);           \
     } while (0)
 
+/* ---------------------------------------------------------------- grid and buffer sizes (host) */
+
 static inline int cdiv(long a, long b) { return (int)((a + b - 1) / b); }
+
+/* The blocks of a grid-stride launch over n items, per_block items a block: enough to cover them, at most
+ * max_blocks. */
+static inline int capped_blocks(long n, int per_block, int max_blocks) {
+    return cdiv(n, per_block) < max_blocks ? cdiv(n, per_block) : max_blocks;
+}
+
+/* bytes rounded up to a multiple of grain (saturating: kernels.h's size_add), so that what follows in a buffer
+ * carved from one allocation starts aligned. */
+static inline size_t size_round_up(size_t bytes, size_t grain) { return size_add(bytes, grain - 1) / grain * grain; }
 
 /* ---------------------------------------------------------------- bf16 vectors of 8 */
 
@@ -206,11 +220,11 @@ void *cuda_workspace(KernelContext *kc, size_t bytes);
 /* The captured steps that exist (+1 when one is captured, -1 when it is freed), which keep the workspace's address. */
 void cuda_workspace_graphs(KernelContext *kc, int delta);
 
-/* The device memory the ops take, in bytes, for the memory preflight: each op asks with its function here, and the
- * tables' workspace_of (cuda_kernels.cu, fused/fused_kernels.cu) say from them what a call needs. Saturating. */
 /* The buffers the backend keeps (KernelNeed.held's slots): cuBLAS's workspace, the unfused LM head's gradient, the
  * sums' partials. */
 enum { CUDA_HELD_BLAS, CUDA_HELD_LM_GRAD, CUDA_HELD_SUMS };
+/* The device memory the ops take, in bytes, for the memory preflight: each op asks with its function here, and the
+ * tables' workspace_of (cuda_kernels.cu, fused/fused_kernels.cu) say from them what a call needs. Saturating. */
 size_t cuda_workspace_rounded(size_t bytes);  /* what cuda_workspace holds after a request of bytes */
 size_t cuda_blas_workspace_bytes(void);       /* cuBLAS's, held from its first GEMM on */
 size_t cuda_convert_workspace_bytes(void);    /* act_from_f32's and act_to_f32's staging */

@@ -10,7 +10,7 @@
 
 size_t cuda_blas_workspace_bytes(void) { return CUBLAS_WORKSPACE_BYTES; }
 
-/* A context (kernels.h): its stream, and TRAIN_PRINT_GEMMS read. The table is zero-filled: no allocation, no
+/* A context (kernels.h): its stream, and TRAIN_PRINT_GEMMS read. The rest is zero-filled: no allocation, no
  * workspace, no cuBLAS handle yet. */
 extern "C" KernelContext *cuda_context_create(void) {
     KernelContext *kc = (KernelContext *)calloc(1, sizeof(KernelContext));

@@ -9,6 +9,7 @@
 
 #define APPEND_THREADS 128
 #define DECODE_THREADS 256
+#define MAX_GRID_Y 65535 /* the most blocks of a grid's y dimension: attention_cached's new rows per launch */
 
 /* Block (i, part): the K (part 0) or V (part 1) columns of qkv row i into cache row pos0 + i. */
 __global__ void __launch_bounds__(APPEND_THREADS) kv_cache_append_kernel(const bf16 *qkv, bf16 *K, bf16 *V, int pos0,
@@ -110,8 +111,8 @@ extern "C" void cuda_attention_cached(KernelContext *kc, const void *qkv, const 
     const long width = (long)Hkv * hd;
     const bool vec = hd % 8 == 0 && rows_vec_ok(K, width, 2) && rows_vec_ok(V, width, 2);
     const long ld_qkv = (long)(Hq + 2 * Hkv) * hd, ld_y = (long)Hq * hd;
-    for (int r0 = 0; r0 < M; r0 += 65535) { /* the most rows of one grid */
-        attention_cached_kernel<<<dim3(Hq, min(M - r0, 65535)), DECODE_THREADS, smem, kc->stream>>>(
+    for (int r0 = 0; r0 < M; r0 += MAX_GRID_Y) {
+        attention_cached_kernel<<<dim3(Hq, min(M - r0, MAX_GRID_Y)), DECODE_THREADS, smem, kc->stream>>>(
             (const bf16 *)qkv + r0 * ld_qkv, (const bf16 *)K, (const bf16 *)V, (bf16 *)y + r0 * ld_y, pos0 + r0, Hq,
             Hkv, hd, 1.0f / sqrtf((float)hd), vec);
         LAUNCH_CHECK("attention_cached_kernel");

@@ -1,14 +1,20 @@
-/* cuda_elementwise.cu: the row epilogues of the unfused path that follow a cuBLAS GEMM: RoPE (forward, and its
- * transpose with the RMSNorm row scalar c for the backward), SwiGLU (forward and backward), the row scale of
- * gemm_rowscale, and the plain data/weight-gradient GEMMs. One block per row, one pass, 16-byte accesses; the math
- * is cuda_math.cuh's. */
+/* cuda_elementwise.cu: the unfused path's GEMM ops whose epilogue is elementwise: a cuBLAS GEMM, then one pass.
+ * RoPE (forward, and its transpose with the RMSNorm row scalar c for the backward) and SwiGLU (forward and backward):
+ * one block per row, 8 columns a thread with 16-byte accesses where the rows allow them; the math is
+ * cuda_math.cuh's. gemm_rowscale's row scale and gemm_dw's column scale: grid-stride over a row's columns, one row
+ * per grid row. gemm_dx: the GEMM alone. */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_math.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
-#define ROW_THREADS 256
+#define ROW_THREADS 256 /* the most threads of a row kernel's block */
 
-static int row_threads(int chunks) { return chunks >= 256 ? 256 : chunks > 64 ? 128 : 64; }
+/* A row kernel's threads for rows of `chunks` chunks of 8 columns: 64, 128 or ROW_THREADS, fewer for short rows. */
+static int row_threads(int chunks) { return chunks >= ROW_THREADS ? ROW_THREADS : chunks > 64 ? 128 : 64; }
+
+/* The scale passes: SCALE_THREADS threads a block, at most SCALE_MAX_COL_BLOCKS blocks along a row. */
+#define SCALE_THREADS 256
+#define SCALE_MAX_COL_BLOCKS 64
 
 /* ---------------------------------------------------------------- RoPE */
 
@@ -161,6 +167,7 @@ extern "C" void cuda_gemm_swiglu_backward(KernelContext *kc, const void *dY, con
 
 /* ---------------------------------------------------------------- plain GEMMs and the row scale */
 
+/* Y[m, n] *= r[m]. */
 __global__ void scale_rows_kernel(float *Y, const float *r, int N) {
     const long m = blockIdx.y;
     for (int n = blockIdx.x * blockDim.x + threadIdx.x; n < N; n += gridDim.x * blockDim.x) Y[m * N + n] *= r[m];
@@ -170,8 +177,8 @@ extern "C" void cuda_gemm_rowscale(KernelContext *kc, const void *O, const void 
                                    int N, int K) {
     if (M <= 0) return;
     cuda_gemm_xwt_f32(kc, O, W, Y, M, N, K);
-    const int bx = cdiv(N, 256) < 64 ? cdiv(N, 256) : 64;
-    scale_rows_kernel<<<dim3(bx, M), 256, 0, kc->stream>>>(Y, r, N);
+    const int col_blocks = capped_blocks(N, SCALE_THREADS, SCALE_MAX_COL_BLOCKS);
+    scale_rows_kernel<<<dim3(col_blocks, M), SCALE_THREADS, 0, kc->stream>>>(Y, r, N);
     LAUNCH_CHECK("scale_rows_kernel");
 }
 
@@ -194,8 +201,8 @@ extern "C" void cuda_gemm_dw(KernelContext *kc, const void *dY, const void *X, c
         cuda_gemm_dw_f32(kc, dY, X, dW, accumulate, M, N, K);
     } else { /* the unfused way: the scaled input in a pass, then cuBLAS */
         bf16 *O = (bf16 *)cuda_workspace(kc, cuda_dw_scaled_workspace(M, K));
-        const int bx = cdiv(K, 256) < 64 ? cdiv(K, 256) : 64;
-        scale_cols_kernel<<<dim3(bx, M), 256, 0, kc->stream>>>((const bf16 *)X, col_scale, O, K);
+        const int col_blocks = capped_blocks(K, SCALE_THREADS, SCALE_MAX_COL_BLOCKS);
+        scale_cols_kernel<<<dim3(col_blocks, M), SCALE_THREADS, 0, kc->stream>>>((const bf16 *)X, col_scale, O, K);
         LAUNCH_CHECK("scale_cols_kernel");
         cuda_gemm_dw_f32(kc, dY, O, dW, accumulate, M, N, K);
     }

@@ -1,10 +1,12 @@
 /* cuda_gemm_cublas.cu: the GEMMs of the unfused path, through cuBLAS (bf16 operands, fp32 accumulation).
- * Row-major X[M,K] is column-major X^T, so every product is written as its column-major transpose:
- *   Y = X.W^T   ->  Y^T[N,M] = W^T . X^T   (W op T, X op N)
- *   dX = dY.W   ->  dX^T[K,M] = W^T' . dY^T (both op N)
- *   dW += dY^T.X -> dW^T[K,N] = X^T . dY    (X op N, dY op T) */
+ * cuBLAS reads a row-major X[M,K] as the column-major X^T[K,M] (leading dimension K), so every product is computed
+ * as its transpose, the column-major result being the row-major one (A, B: cuBLAS's operands, in that order):
+ *   Y = X . W^T     ->  Y^T[N,M]  = W . X^T     (A = W, op T; B = X, op N)
+ *   dX = dY . W     ->  dX^T[K,M] = W^T . dY^T  (A = W, op N; B = dY, op N)
+ *   dW += dY^T . X  ->  dW^T[K,N] = X^T . dY    (A = X, op N; B = dY, op T) */
 #include "kernels/cuda/cuda_common.cuh"
 
+/* C = A' . B' + beta C, column-major, with A' = opA(A) [m, k] and B' = opB(B) [k, n]; nothing when C is empty. */
 static void gemm(KernelContext *kc, cublasOperation_t opA, cublasOperation_t opB, int m, int n, int k, const void *A,
                  int lda, const void *B, int ldb, void *C, cudaDataType_t c_type, long ldc, float beta) {
     const float alpha = 1.0f;

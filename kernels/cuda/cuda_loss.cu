@@ -7,9 +7,12 @@
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_ops.h"
 
-#define LM_CHUNK 1024
-#define CE_THREADS 512
+#define LM_CHUNK 1024  /* rows per GEMM, and the rows of evaluation's logits workspace */
+#define CE_THREADS 512 /* threads of a row's cross-entropy block */
 
+/* Block i: row i of the chunk, whose raw logits are in logits[i]. With z = r[i] * logits[i]: loss[i] = lse(z) -
+ * z[target]; with write_grad the row is overwritten with r[i] g, g = dscale (softmax(z) - onehot(target)), and
+ * c[i] = <z, g>. */
 __global__ void __launch_bounds__(CE_THREADS) cross_entropy_rows_kernel(bf16 *logits, const float *r,
                                                                         const int32_t *targets, float dscale,
                                                                         float *loss, int write_grad, float *c, int V,
@@ -67,7 +70,7 @@ size_t cuda_lm_head_loss_workspace(size_t M, size_t V) {
 
 /* lm_head_train's buffer: the [M, V] gradient (bf16, to a 256-byte boundary), then c [M]. */
 static size_t lm_grad_dz_bytes(size_t M, size_t V) {
-    return size_add(size_mul(size_mul(M, V), sizeof(bf16)), 255) / 256 * 256;
+    return size_round_up(size_mul(size_mul(M, V), sizeof(bf16)), 256);
 }
 
 size_t cuda_lm_head_grad_bytes(size_t M, size_t V) {

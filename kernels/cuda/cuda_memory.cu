@@ -15,6 +15,7 @@ void cuda_fail(const char *what, const char *detail, const char *file, int line)
     ge_fail_at(what, detail, file, line);
 }
 
+/* Its own calls go unchecked: it is already reporting a failure, and exits. */
 void cuda_out_of_memory(const KernelContext *kc, const char *what, size_t bytes, const char *file, int line) {
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
@@ -32,8 +33,9 @@ void cuda_out_of_memory(const KernelContext *kc, const char *what, size_t bytes,
 
 /* ---------------------------------------------------------------- tracked allocations */
 
-/* The live allocations' sizes, in the context's open-addressing table keyed by pointer (a model holds few
- * buffers). */
+/* The live allocations and their sizes are in the context's open-addressing table, keyed by pointer (a model holds
+ * few buffers): slot_of is a pointer's home slot (cudaMalloc's pointers are 256-byte aligned: the low 8 bits carry
+ * nothing). */
 static size_t slot_of(const void *p) {
     return (size_t)(((uintptr_t)p >> 8) * 0x9E3779B97F4A7C15ull % CUDA_ALLOC_SLOTS);
 }
@@ -100,9 +102,7 @@ size_t cuda_available_bytes(void) {
 
 #define WORKSPACE_GRAIN ((size_t)1 << 20)
 
-size_t cuda_workspace_rounded(size_t bytes) {
-    return size_add(bytes, WORKSPACE_GRAIN - 1) / WORKSPACE_GRAIN * WORKSPACE_GRAIN;
-}
+size_t cuda_workspace_rounded(size_t bytes) { return size_round_up(bytes, WORKSPACE_GRAIN); }
 
 /* While a captured step exists (it holds the workspace's address), an outgrown workspace is kept, not freed, until
  * the last graph goes: an evaluation between captured steps may need more than a step. */
@@ -174,19 +174,23 @@ __global__ void bf16_to_f32_kernel(const bf16 *src, float *dst, size_t n) {
         dst[i] = __bfloat162float(src[i]);
 }
 
-/* Host fp32 -> device bf16 through an fp32 staging buffer in chunks (round to nearest even on the device). The
- * staging buffer is one whole chunk whatever n is, so that the workspace it takes is the one the estimate counts. */
+/* Host fp32 <-> device bf16 through an fp32 staging buffer in the workspace, in chunks (rounded to nearest even on
+ * the device). The staging buffer is one whole chunk whatever n is, so that the workspace it takes is the one the
+ * estimate counts. Each chunk's conversion is one grid-stride launch. */
 #define CONVERT_CHUNK ((size_t)1 << 20)
+#define CONVERT_THREADS 256
+#define CONVERT_MAX_BLOCKS 4096
 
 size_t cuda_convert_workspace_bytes(void) { return CONVERT_CHUNK * sizeof(float); }
+
+static int convert_blocks(size_t len) { return capped_blocks((long)len, CONVERT_THREADS, CONVERT_MAX_BLOCKS); }
 
 void cuda_act_from_f32(KernelContext *kc, void *dst_act, const float *host_src, size_t n) {
     for (size_t at = 0; at < n; at += CONVERT_CHUNK) {
         const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
         float *stage = (float *)cuda_workspace(kc, cuda_convert_workspace_bytes());
         cuda_copy_to_device(kc, stage, host_src + at, len * sizeof(float));
-        f32_to_bf16_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256, 0, kc->stream>>>(
-            stage, (bf16 *)dst_act + at, len);
+        f32_to_bf16_kernel<<<convert_blocks(len), CONVERT_THREADS, 0, kc->stream>>>(stage, (bf16 *)dst_act + at, len);
         LAUNCH_CHECK("f32_to_bf16_kernel");
     }
 }
@@ -195,7 +199,7 @@ void cuda_act_to_f32(KernelContext *kc, float *host_dst, const void *src_act, si
     for (size_t at = 0; at < n; at += CONVERT_CHUNK) {
         const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
         float *stage = (float *)cuda_workspace(kc, cuda_convert_workspace_bytes());
-        bf16_to_f32_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256, 0, kc->stream>>>(
+        bf16_to_f32_kernel<<<convert_blocks(len), CONVERT_THREADS, 0, kc->stream>>>(
             (const bf16 *)src_act + at, stage, len);
         LAUNCH_CHECK("bf16_to_f32_kernel");
         cuda_copy_to_host(kc, host_dst + at, stage, len * sizeof(float));
@@ -218,7 +222,7 @@ void cuda_master_from_f32(KernelContext *kc, uint16_t *lo, void *working, const 
         const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
         float *stage = (float *)cuda_workspace(kc, cuda_convert_workspace_bytes());
         cuda_copy_to_device(kc, stage, host_src + at, len * sizeof(float));
-        master_split_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256, 0, kc->stream>>>(
+        master_split_kernel<<<convert_blocks(len), CONVERT_THREADS, 0, kc->stream>>>(
             stage, (uint16_t *)working + at, lo + at, len);
         LAUNCH_CHECK("master_split_kernel");
     }
@@ -228,7 +232,7 @@ void cuda_master_to_f32(KernelContext *kc, float *host_dst, const void *working,
     for (size_t at = 0; at < n; at += CONVERT_CHUNK) {
         const size_t len = n - at < CONVERT_CHUNK ? n - at : CONVERT_CHUNK;
         float *stage = (float *)cuda_workspace(kc, cuda_convert_workspace_bytes());
-        master_join_kernel<<<cdiv((long)len, 256) < 4096 ? cdiv((long)len, 256) : 4096, 256, 0, kc->stream>>>(
+        master_join_kernel<<<convert_blocks(len), CONVERT_THREADS, 0, kc->stream>>>(
             (const uint16_t *)working + at, lo + at, stage, len);
         LAUNCH_CHECK("master_join_kernel");
         cuda_copy_to_host(kc, host_dst + at, stage, len * sizeof(float));
@@ -272,7 +276,7 @@ extern "C" int kernels_cuda_available(char *why, size_t len) {
     if (err != cudaSuccess) {
         int driver = 0, runtime = 0;
         const cudaError_t driver_err = cudaDriverGetVersion(&driver);
-        cudaRuntimeGetVersion(&runtime);
+        cudaRuntimeGetVersion(&runtime); /* unchecked: only for the message */
         if (err == cudaErrorNoDevice)
             snprintf(why, len, "no GPU found (the CUDA driver sees none)");
         else if (err == cudaErrorInsufficientDriver && (driver_err != cudaSuccess || driver == 0))
@@ -282,7 +286,7 @@ extern "C" int kernels_cuda_available(char *why, size_t len) {
                      "driver to use the GPU", driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10);
         else
             snprintf(why, len, "no usable GPU (cudaGetDeviceCount: %s)", cudaGetErrorString(err));
-        cudaGetLastError(); /* clear the sticky-free error so a later call does not see it */
+        cudaGetLastError(); /* the error is not sticky: clear it so that a later call does not see it */
         return 0;
     }
     if (n == 0) {

@@ -1,7 +1,8 @@
 /* cuda_norm.cu: the RMSNorm ops of the unfused path. Forward: embed_norm (gather + statistics) and
  * gemm_residual_norm (res copied into h, one cuBLAS GEMM with beta = 1 so the residual add happens in fp32 before
  * the rounding to bf16, then one pass that writes O = h*gamma and r). Backward: gemm_norm_backward (G = dZ.W in fp32
- * scratch, then one pass for dres and per-row-block dgamma partials, summed in block order: deterministic). */
+ * scratch, then one pass for dres and per-row-block dgamma partials, summed in block order: deterministic). Also the
+ * deterministic sums of partials that the fused backward shares (cuda_column_sum_add, cuda_row_sum). */
 #include "kernels/cuda/cuda_common.cuh"
 #include "kernels/cuda/cuda_math.cuh"
 #include "kernels/cuda/cuda_ops.h"
@@ -121,7 +122,7 @@ void cuda_row_sum(KernelContext *kc, const float *part, int nparts, int M, float
 
 /* The workspace: G [M, K] fp32 (256-byte aligned end), then the dgamma partials [n_blocks, K]. */
 static size_t norm_backward_g_bytes(size_t M, size_t K) {
-    return size_add(size_mul(size_mul(M, K), sizeof(float)), 255) / 256 * 256;
+    return size_round_up(size_mul(size_mul(M, K), sizeof(float)), 256);
 }
 
 size_t cuda_norm_backward_workspace(size_t M, size_t K) {

@@ -1,5 +1,5 @@
-/* cuda_ops.h: the operations of kernels.h as the CUDA backend defines them (one definition each, in the file of its
- * epilogue kernels), gathered into kernels_cuda by cuda_kernels.cu. */
+/* cuda_ops.h: the operations of kernels.h as the unfused CUDA table defines them, each once, in the file named above
+ * it; cuda_kernels.cu gathers them into kernels_cuda, and the fused table (fused/fused_ops.h) falls back to them. */
 #ifndef CUDA_OPS_H
 #define CUDA_OPS_H
 

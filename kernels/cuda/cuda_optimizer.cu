@@ -10,13 +10,14 @@
 #include "kernels/cuda/cuda_ops.h"
 #include "kernels/master_split.h"
 
-#define SUMSQ_BLOCKS 1024
-#define SUMSQ_THREADS 512
+/* Both sums: at most SUM_BLOCKS blocks of SUM_THREADS threads, then one block of SUM_BLOCKS threads, a partial
+ * each. */
+#define SUM_BLOCKS 1024
+#define SUM_THREADS 512
 
 /* partial[block] = sum over a grid-stride range of g^2 (SQUARE) or g, in double. */
 template <bool SQUARE>
-__global__ void __launch_bounds__(SUMSQ_THREADS) sum_partial_kernel(const float *g, size_t n, bool vec,
-                                                                    double *partial) {
+__global__ void __launch_bounds__(SUM_THREADS) sum_partial_kernel(const float *g, size_t n, bool vec, double *partial) {
     __shared__ double scratch[32];
     double acc = 0.0;
     const size_t stride = (size_t)gridDim.x * blockDim.x, first = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
@@ -35,33 +36,35 @@ __global__ void __launch_bounds__(SUMSQ_THREADS) sum_partial_kernel(const float 
     if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-__global__ void __launch_bounds__(SUMSQ_BLOCKS) sum_partials_kernel(const double *partial, int n, double *out,
-                                                                     bool accumulate) {
+/* *out = (or +=) the sum of partial[0 .. n), one thread each, in block_sum's fixed order. */
+__global__ void __launch_bounds__(SUM_BLOCKS) sum_partials_kernel(const double *partial, int n, double *out,
+                                                                   bool accumulate) {
     __shared__ double scratch[32];
     const double s = block_sum(threadIdx.x < n ? partial[threadIdx.x] : 0.0, scratch);
     if (threadIdx.x == 0) *out = accumulate ? *out + s : s;
 }
 
-size_t cuda_sum_scratch_bytes(void) { return SUMSQ_BLOCKS * sizeof(double); }
+size_t cuda_sum_scratch_bytes(void) { return SUM_BLOCKS * sizeof(double); }
 
-/* blocks partials (at most SUMSQ_BLOCKS) in the context's sum_scratch (one buffer for both sums, as
+/* blocks partials (at most SUM_BLOCKS) in the context's sum_scratch (one buffer for both sums, as
  * cuda_sum_scratch_bytes counts it), then their sum into *dst (or added to it). */
 template <bool SQUARE>
 static void sum_to(KernelContext *kc, const float *g, size_t n, double *dst, int blocks, bool accumulate) {
-    if (!kc->sum_scratch) kc->sum_scratch = (double *)cuda_dev_alloc(kc, SUMSQ_BLOCKS * sizeof(double));
-    sum_partial_kernel<SQUARE><<<blocks, SUMSQ_THREADS, 0, kc->stream>>>(g, n, (uintptr_t)g % 16 == 0, kc->sum_scratch);
+    if (!kc->sum_scratch) kc->sum_scratch = (double *)cuda_dev_alloc(kc, SUM_BLOCKS * sizeof(double));
+    sum_partial_kernel<SQUARE><<<blocks, SUM_THREADS, 0, kc->stream>>>(g, n, (uintptr_t)g % 16 == 0, kc->sum_scratch);
     LAUNCH_CHECK("sum_partial_kernel");
-    sum_partials_kernel<<<1, SUMSQ_BLOCKS, 0, kc->stream>>>(kc->sum_scratch, blocks, dst, accumulate);
+    sum_partials_kernel<<<1, SUM_BLOCKS, 0, kc->stream>>>(kc->sum_scratch, blocks, dst, accumulate);
     LAUNCH_CHECK("sum_partials_kernel");
 }
 
 extern "C" void cuda_sum_squares(KernelContext *kc, const float *g, size_t n, double *out) {
-    sum_to<true>(kc, g, n, out, SUMSQ_BLOCKS, false);
+    sum_to<true>(kc, g, n, out, SUM_BLOCKS, false);
 }
 
 /* For partials and per-row losses (up to a few hundred thousand values): fewer blocks. */
+#define SUM_FEW_BLOCKS 64
 extern "C" void cuda_sum(KernelContext *kc, const float *x, size_t n, double *out, int accumulate) {
-    sum_to<false>(kc, x, n, out, 64, accumulate != 0);
+    sum_to<false>(kc, x, n, out, SUM_FEW_BLOCKS, accumulate != 0);
 }
 
 __global__ void clip_scale_kernel(const double *parts, int n_loss, int n_sq, double max_norm, float *scale) {

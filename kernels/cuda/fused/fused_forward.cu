@@ -38,6 +38,7 @@ extern "C" void fused_gemm_res_norm(const void *A, const void *W, const void *re
         ge_run_fused<FusedResNorm<128>, FusedResNorm<256>>(GE_RESIDUAL, A, K, W, K, M, N, K, p, how);
 }
 
+/* r[m] = the RMSNorm row scale of row m from its nparts partial sums of squares, added in order. */
 static __global__ void rms_finish_kernel(const float *part, int nparts, int M, int N, float eps, float *r) {
     const int m = blockIdx.x * blockDim.x + threadIdx.x;
     if (m >= M) return;
@@ -48,7 +49,7 @@ static __global__ void rms_finish_kernel(const float *part, int nparts, int M, i
 
 extern "C" void fused_rms_finish(const float *part, int M, int N, float eps, float *r, cudaStream_t stream) {
     if (M <= 0) return;
-    rms_finish_kernel<<<(M + 255) / 256, 256, 0, stream>>>(part, ge_row_parts(N), M, N, eps, r);
+    rms_finish_kernel<<<cdiv(M, 256), 256, 0, stream>>>(part, ge_row_parts(N), M, N, eps, r);
     LAUNCH_CHECK("rms_finish_kernel");
 }
 
@@ -78,6 +79,8 @@ extern "C" void cudaf_gemm_residual_norm(KernelContext *kc, const void *A, const
     fused_rms_finish(part, M, N, eps, r, kc->stream);
 }
 
+/* The RoPE program with HD the head dim where it is 32 or 64 (its angles then loaded once per row block), else 0:
+ * any other power of two, read from hd_mask (fused_programs.cuh, RopeAngles). */
 template <int HD>
 static void rope_run(KernelContext *kc, const void *O, const void *W, const float *r, const float *rope_cos,
                      const float *rope_sin, void *Z, int M, int N, int K, int n_rope_cols, int hd, int T) {

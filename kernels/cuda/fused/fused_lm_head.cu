@@ -104,21 +104,22 @@ __global__ void __launch_bounds__(32 * LM_WARPS) lm_finish_kernel(const LmFinish
     }
 }
 
-/* Scratch of one chunk of C rows (carved from the backend's workspace). */
+/* Scratch of one chunk of C rows (a: of all M rows), carved from the backend's workspace. */
 struct LmScratch {
     bf16 *E, *Os;
     float *part_e, *part_ze, *part_zmax, *zref, *et, *zt, *s, *a, *c, *part;
     int *redo;
 };
 
+/* Takes bytes from *at, rounded up so that the next piece starts 256-byte aligned; returns what it took. */
 static size_t carve(char **at, size_t bytes) {
-    const size_t b = (bytes + 255) / 256 * 256;
+    const size_t b = size_round_up(bytes, 256);
     *at += b;
     return b;
 }
 
-/* Sets the scratch pointers for chunks of C rows of M (E, Os and the M rows' a only when training); returns the
- * bytes it needs (base NULL: only measures). */
+/* Sets the scratch pointers for chunks of C rows of M (E, Os, s, c, part and the M rows' a only when training);
+ * returns the bytes it needs (base NULL: only measures). */
 static size_t lm_scratch(char *base, LmScratch *sc, int M, int C, long ldE, int nparts, int K, bool train) {
     char *at = base;
     size_t total = 0;
