@@ -1,18 +1,20 @@
 /* hopper_ptx.cuh: the sm_90a instructions the GEMM engine (kernels/cuda/gemm) and the attention kernels
  * (kernels/cuda/attention) are built from, as thin inline-PTX wrappers: mbarriers, TMA tile loads and stores
- * (cp.async.bulk.tensor), shared-memory access by address, wgmma shared-memory descriptors and wgmma.mma_async,
- * setmaxnreg, the consumer warpgroup's index, named barriers. Nothing here knows about tiles, epilogues or the
- * backend. */
+ * (cp.async.bulk.tensor) and their bulk groups, shared-memory access by address (ld/st.shared, ldmatrix/stmatrix),
+ * wgmma shared-memory descriptors and wgmma.mma_async, setmaxnreg, the consumer warpgroup's index, named barriers.
+ * Nothing here knows about tiles, epilogues or the backend. */
 #ifndef HOPPER_PTX_CUH
 #define HOPPER_PTX_CUH
 
 #include <cuda.h>
 #include <stdint.h>
 
+/* The shared-window address of a generic pointer into shared memory (what the instructions below take). */
 __device__ __forceinline__ uint32_t smem_u32(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
 /* ---------------------------------------------------------------- mbarrier */
 
+/* A barrier whose phase completes after `count` arrivals (and the transaction bytes they expect). */
 __device__ __forceinline__ void mbar_init(uint64_t *bar, uint32_t count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(count));
 }
@@ -26,6 +28,7 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint64_t *bar, uint32_t by
                  : "memory");
 }
 
+/* Arrive once, releasing this thread's earlier writes to whoever waits on the phase. */
 __device__ __forceinline__ void mbar_arrive(uint64_t *bar) {
     asm volatile("mbarrier.arrive.release.cta.shared::cta.b64 _, [%0];\n" ::"r"(smem_u32(bar)) : "memory");
 }
@@ -43,6 +46,7 @@ __device__ __forceinline__ void mbar_wait(uint64_t *bar, uint32_t parity) {
 
 /* ---------------------------------------------------------------- TMA */
 
+/* Brings a tensor map (a __grid_constant__ parameter) into the descriptor cache ahead of its first TMA. */
 __device__ __forceinline__ void tma_prefetch_desc(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
@@ -78,8 +82,9 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
 }
 
 /* 2-D tile store: the box at element coordinates (c0 = contiguous dimension, c1 = rows) from shared memory `src`
- * (a shared-window address, laid out and swizzled as the map says) to global memory; out-of-bounds elements of the box are not written.
- * Completes as part of the thread's current bulk group (bulk_commit / bulk_wait_read / bulk_wait). */
+ * (a shared-window address, laid out and swizzled as the map says) to global memory; out-of-bounds elements of the
+ * box are not written. Completes as part of the thread's current bulk group (bulk_commit / bulk_wait_read /
+ * bulk_wait). */
 __device__ __forceinline__ void tma_store_2d(const CUtensorMap *map, uint32_t src, int c0, int c1) {
     asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n" ::"l"(
                      reinterpret_cast<uint64_t>(map)),
@@ -112,50 +117,7 @@ __device__ __forceinline__ void bulk_load_1d(void *dst, const void *src, uint32_
                  : "memory");
 }
 
-/* A shared-memory load by shared-window address. */
-__device__ __forceinline__ float2 ld_shared_v2f32(uint32_t addr) {
-    float2 v;
-    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
-    return v;
-}
-
-/* Shared-memory stores by shared-window address (st.shared: no generic-address conversion). */
-/* No "memory" clobber: global loads may move across them (the staging they write is ordered by the volatile
- * fence.proxy.async and bar.sync that follow). */
-__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
-}
-__device__ __forceinline__ void st_shared_v2f32(uint32_t addr, float2 v) {
-    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(v.x), "f"(v.y));
-}
-__device__ __forceinline__ void st_shared_b16(uint32_t addr, uint16_t v) {
-    asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(v));
-}
-/* 8 bytes (two bf16 pairs) by shared-window address; volatile: ordered after the mbarrier wait that makes a TMA
- * load's bytes visible, and before the stores that overwrite them. */
-__device__ __forceinline__ void ld_shared_v2b32(uint32_t addr, uint32_t &a, uint32_t &b) {
-    asm volatile("ld.shared.v2.b32 {%0, %1}, [%2];\n" : "=r"(a), "=r"(b) : "r"(addr) : "memory");
-}
-/* 4 bytes by shared-window address, volatile like ld_shared_v2b32. */
-__device__ __forceinline__ uint32_t ld_shared_b32(uint32_t addr) {
-    uint32_t v;
-    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
-    return v;
-}
-__device__ __forceinline__ void st_shared_v2b32(uint32_t addr, uint32_t a, uint32_t b) {
-    asm volatile("st.shared.v2.b32 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b));
-}
-
-/* Two 8 x 8 b16 matrices in the mma fragment layout (lane l holds row l / 4, columns 2 (l % 4) and + 1, one
- * 32-bit register per matrix) stored to / loaded from shared memory by the warp: lanes 0-7 give the addresses of
- * matrix 0's rows, lanes 8-15 those of matrix 1's (16 bytes each). */
-__device__ __forceinline__ void stmatrix_x2(uint32_t addr, uint32_t r0, uint32_t r1) {
-    asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\n" ::"r"(addr), "r"(r0), "r"(r1));
-}
-__device__ __forceinline__ void ldmatrix_x2(uint32_t addr, uint32_t &r0, uint32_t &r1) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
-}
-
+/* Closes this thread's current bulk group: the bulk stores issued since the last commit. */
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 /* Waits until at most N of this thread's committed bulk groups still read their shared-memory source. */
 template <int N>
@@ -168,15 +130,55 @@ __device__ __forceinline__ void bulk_wait() {
     asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
+/* Starts fetching the line holding p into L2 (no register is written, nothing waits for it). */
 __device__ __forceinline__ void prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<uint64_t>(p)));
+}
+
+/* ---------------------------------------------------------------- shared memory by address */
+
+/* A shared-memory load by shared-window address. */
+__device__ __forceinline__ float2 ld_shared_v2f32(uint32_t addr) {
+    float2 v;
+    asm volatile("ld.shared.v2.f32 {%0, %1}, [%2];\n" : "=f"(v.x), "=f"(v.y) : "r"(addr));
+    return v;
+}
+
+/* Shared-memory stores by shared-window address (st.shared: no generic-address conversion). No "memory" clobber:
+ * global loads may move across them (the staging they write is ordered by the volatile fence.proxy.async and
+ * bar.sync that follow). */
+__device__ __forceinline__ void st_shared_b32(uint32_t addr, uint32_t v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(v));
+}
+__device__ __forceinline__ void st_shared_v2f32(uint32_t addr, float2 v) {
+    asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(addr), "f"(v.x), "f"(v.y));
+}
+__device__ __forceinline__ void st_shared_b16(uint32_t addr, uint16_t v) {
+    asm volatile("st.shared.b16 [%0], %1;\n" ::"r"(addr), "h"(v));
+}
+/* 4 bytes by shared-window address; a "memory" clobber: ordered after the mbarrier wait that makes a TMA load's
+ * bytes visible, and before the stores that overwrite them. */
+__device__ __forceinline__ uint32_t ld_shared_b32(uint32_t addr) {
+    uint32_t v;
+    asm volatile("ld.shared.b32 %0, [%1];\n" : "=r"(v) : "r"(addr) : "memory");
+    return v;
+}
+
+/* Two 8 x 8 b16 matrices in the mma fragment layout (lane l holds row l / 4, columns 2 (l % 4) and + 1, one
+ * 32-bit register per matrix) stored to / loaded from shared memory by the warp: lanes 0-7 give the addresses of
+ * matrix 0's rows, lanes 8-15 those of matrix 1's (16 bytes each). */
+__device__ __forceinline__ void stmatrix_x2(uint32_t addr, uint32_t r0, uint32_t r1) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x2.shared.b16 [%0], {%1, %2};\n" ::"r"(addr), "r"(r0), "r"(r1));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t addr, uint32_t &r0, uint32_t &r1) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r0), "=r"(r1) : "r"(addr));
 }
 
 /* ---------------------------------------------------------------- wgmma */
 
 /* Shared-memory matrix descriptor, 128-byte swizzle: start address, leading- and stride-dimension byte offsets
  * (each >> 4 in a 14-bit field), layout type 1 (SWIZZLE_128B) in bits 62-63. Adding (bytes >> 4) to a descriptor
- * moves its start address, which is how the k16 steps and the consumer's row half are addressed. */
+ * moves its start address, which is how the k16 steps and a consumer's row block are addressed. */
 __device__ __forceinline__ uint64_t wgmma_desc_sw128(const void *smem, uint32_t lbo_bytes, uint32_t sbo_bytes) {
     uint64_t d = (uint64_t)((smem_u32(smem) & 0x3FFFF) >> 4);
     d |= (uint64_t)((lbo_bytes >> 4) & 0x3FFF) << 16;
@@ -225,15 +227,16 @@ __device__ __forceinline__ void named_bar_sync(int id, int count) {
     asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
-/* Arrives on barrier `id` without waiting (the other `count` - 32k threads bar.sync on it). */
+/* Arrives on barrier `id` without waiting: `count` counts these threads too, the rest of whom bar.sync on it. */
 __device__ __forceinline__ void named_bar_arrive(int id, int count) {
     asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 
 /* ---------------------------------------------------------------- wgmma.mma_async, generated operand lists */
 
-/* D[64 x 256] (+)= A[64 x 16] . B[256 x 16]^T, fp32 accumulators d[128] (layout: gemm_engine.cuh's note).
- * scale_d == 0 overwrites D instead of accumulating; TA / TB = 1 read A / B as MN-major ("transposed"). */
+/* D[64 x 256] (+)= A[64 x 16] . B[256 x 16]^T, both operands in shared memory, fp32 accumulators d[128] (their
+ * layout: docs/DESIGN.md, "Inside the engine's kernel"). scale_d == 0 overwrites D instead of accumulating; TA / TB
+ * = 1 read A / B as MN-major ("transposed"). */
 template <int TA, int TB>
 __device__ __forceinline__ void wgmma_m64n256k16(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
     asm volatile(
@@ -267,8 +270,7 @@ __device__ __forceinline__ void wgmma_m64n256k16(float *d, uint64_t desc_a, uint
         : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TA), "n"(TB));
 }
 
-/* D[64 x 128] (+)= A[64 x 16] . B[128 x 16]^T, fp32 accumulators d[64] (layout: gemm_engine.cuh's note).
- * scale_d == 0 overwrites D instead of accumulating; TA / TB = 1 read A / B as MN-major ("transposed"). */
+/* The same for D[64 x 128] (+)= A[64 x 16] . B[128 x 16]^T, accumulators d[64]. */
 template <int TA, int TB>
 __device__ __forceinline__ void wgmma_m64n128k16(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
     asm volatile(
@@ -290,7 +292,7 @@ __device__ __forceinline__ void wgmma_m64n128k16(float *d, uint64_t desc_a, uint
         : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(TA), "n"(TB));
 }
 
-/* D[64 x 64] (+)= A[64 x 16] . B[64 x 16]^T, fp32 accumulators d[32], both operands in shared memory. */
+/* The same for D[64 x 64] (+)= A[64 x 16] . B[64 x 16]^T, accumulators d[32]. */
 template <int TA, int TB>
 __device__ __forceinline__ void wgmma_m64n64k16(float *d, uint64_t desc_a, uint64_t desc_b, int scale_d) {
     asm volatile(
@@ -307,8 +309,8 @@ __device__ __forceinline__ void wgmma_m64n64k16(float *d, uint64_t desc_a, uint6
 }
 
 /* D[64 x 64] (+)= A[64 x 16] . B[64 x 16]^T with A from registers: a[4] holds the thread's bf16 pairs in the
- * mma.sync m16n8k16 A-fragment layout of its warp's 16 rows (the D layout of an m64 accumulator, packed); B from shared
- * memory (TB = 1: MN-major); scale_d == 0 overwrites D. */
+ * mma.sync m16n8k16 A-fragment layout of its warp's 16 rows (the D layout of an m64 accumulator, packed); B from
+ * shared memory (TB = 1: MN-major); scale_d == 0 overwrites D. */
 template <int TB>
 __device__ __forceinline__ void wgmma_m64n64k16_rs(float *d, const uint32_t *a, uint64_t desc_b, int scale_d) {
     asm volatile(
@@ -324,9 +326,7 @@ __device__ __forceinline__ void wgmma_m64n64k16_rs(float *d, const uint32_t *a, 
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "n"(TB), "r"(scale_d));
 }
 
-/* D[64 x 128] (+)= A[64 x 16] . B[128 x 16]^T with A from registers: a[4] holds the thread's bf16 pairs in the
- * mma.sync m16n8k16 A-fragment layout of its warp's 16 rows (the D layout of an m64 accumulator, packed); B from shared
- * memory (TB = 1: MN-major); scale_d == 0 overwrites D. */
+/* The same for D[64 x 128] (+)= A[64 x 16] . B[128 x 16]^T, accumulators d[64]. */
 template <int TB>
 __device__ __forceinline__ void wgmma_m64n128k16_rs(float *d, const uint32_t *a, uint64_t desc_b, int scale_d) {
     asm volatile(
