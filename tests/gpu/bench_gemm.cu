@@ -295,7 +295,7 @@ static void epi_variant(const char *name, int M, int N, int K, const std::vector
     const char *one = getenv("GE_BENCH_ONE");
     if (one && atoi(one) != F) return;
     using P = EpiParts<F>;
-    using L = GeSmem<P, BN, SCHED>;
+    using L = GeSmem<P, BN>;
     const std::vector<double> t = bt_time_each(
         {[&](int i) { ge_run<GeStore<bf16, false>, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, {{p.C}}, BENCH_LAUNCH); },
          [&](int i) { ge_run<P, GE_ABT, BN, SCHED>(A[i % nset], K, B[i % nset], K, M, N, K, p, BENCH_LAUNCH); }});

@@ -19,13 +19,17 @@
 #include "kernels/cuda/gemm/gemm_program_decl.cuh"
 #include "kernels/cuda/hopper/hopper_ptx.cuh"
 
-#define GE_BM 128
+#define GE_BM 128 /* tile rows: two m64 row blocks */
 static_assert(GE_BM == GE_TILE_M, "ge_pick (gemm_config.c) counts tiles of GE_TILE_M rows");
 #define GE_BN 256 /* the widest tile, and the one epilogue programs run with unless their launcher picks another */
-#define GE_BK 64
-#define GE_GROUP_M 16
-#define GE_THREADS 384
+#define GE_BK 64 /* k per ring stage: one 128-byte swizzle row of bf16 */
+#define GE_GROUP_M 16 /* tile-rows per group of the grouped tile order (ge_tile_coords) */
+#define GE_THREADS 384 /* three warpgroups: the producer and two consumers */
 #define GE_SMEM_LIMIT 232448 /* dynamic shared memory a block can opt into on sm_90 (227 KB) */
+/* Bytes of 64 rows (of M or N) of an operand's stage in either layout (K-major: 64 rows of GE_BK k; MN-major: one
+ * TMA box of 64 x GE_BK): an MN-major operand's box i starts i * GE_PANEL_BYTES into the stage, and row block r of
+ * A starts r * GE_PANEL_BYTES into it. */
+#define GE_PANEL_BYTES (64 * GE_BK * 2)
 
 /* ---------------------------------------------------------------- host helpers (gemm.cu; tensor maps in gemm_maps.h) */
 
@@ -46,10 +50,12 @@ GeOut<T> ge_out(T *p, int M, int N, long ld) {
 
 /* ---------------------------------------------------------------- the kernel */
 
-/* Shared memory of one CTA for a program and tile width: the stage ring (as many stages as fit, at most 4 of
- * 48 KB at BN = 256 or 6 of 32 KB at BN = 128), each consumer's GeOut staging (kBufs buffers of the program's
- * kStageUnits 4 KB units, 2 to 4 buffers), the column-partial scratch, the mbarriers. */
-template <class Program, int BN, int SCHED = 0>
+/* Shared memory of one CTA for a program and tile width (the same on either schedule), in this order from a
+ * 1024-byte aligned base (the o* offsets): the stage ring (as many stages as fit, at most 4 of 48 KB at BN = 256 or
+ * 6 of 32 KB at BN = 128; A's stages, then B's), each consumer's GeOut staging (kBufs buffers of the program's
+ * kStageUnits 4 KB units, 2 to 4 buffers), each consumer's column-vector scratch (GeColStage), the column-partial
+ * scratch, each consumer's input-tile staging (GeTileInTma), the mbarriers. */
+template <class Program, int BN>
 struct GeSmem {
     static constexpr int kA = GE_BM * GE_BK * 2, kB = BN * GE_BK * 2, kStage = kA + kB;
     using In = GeInputsOf<Program>;
@@ -59,9 +65,11 @@ struct GeSmem {
     static constexpr int kAvail = GE_SMEM_LIMIT - 1024 /* alignment slack */ - 256 /* barriers */;
     static constexpr int kInUnits = Program::kInUnits + In::kInUnits;
     static constexpr int kInPerConsumer = kInUnits * kUnit; /* GeTileInTma staging */
+    /* what does not depend on the stages and buffers (the input staging aligned to 1024 bytes) */
     static constexpr int kFixed = kCol + 2 * kVecPerConsumer + (kInPerConsumer ? 2 * kInPerConsumer + 1024 : 0);
     static constexpr int kCap = BN == 256 ? 4 : 6;
     static constexpr int kMaxStages = Program::kMaxStages > 0 && Program::kMaxStages < kCap ? Program::kMaxStages : kCap;
+    /* stages that fit beside two staging buffers per consumer; the buffers then take what the stages leave */
     static constexpr int kStagesFit = (kAvail - kFixed - 2 * 2 * kUnits * kUnit) / kStage;
     static constexpr int kStages = kStagesFit < kMaxStages ? kStagesFit : kMaxStages;
     static constexpr int kBufsFit = kUnits ? (kAvail - kFixed - kStages * kStage) / (2 * kUnits * kUnit) : 0;
@@ -78,7 +86,8 @@ struct GeSmem {
     static_assert(kBytes <= GE_SMEM_LIMIT, "shared memory over the limit");
 };
 
-/* Tile u of the grouped order over Mt x Nt tiles, `group` tile-rows per group -> (tm, tn). */
+/* Tile u of the grouped order over Mt x Nt tiles -> (tm, tn): groups of `group` tile-rows, M fastest inside a group,
+ * so that the tiles in flight share A's row panels and B's column panels in L2. */
 __device__ __forceinline__ void ge_tile_coords(int u, int Mt, int Nt, int group, int &tm, int &tn) {
     const int per_group = group * Nt;
     const int g = u / per_group, first = g * group;
@@ -88,26 +97,28 @@ __device__ __forceinline__ void ge_tile_coords(int u, int Mt, int Nt, int group,
     tn = r / gsize;
 }
 
-/* Schedules (gemm_config.h). GE_COOP: both consumers work on one 128 x BN tile (consumer c: rows 64c..64c+63), then
- * both run its epilogue while the tensor cores idle. GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's
- * tiles c, c + 2, ...: two m64 row blocks each), so one consumer's epilogue runs while the other's main loop keeps
- * the tensor cores busy; an mbarrier per consumer makes the two main loops alternate (see the wait below). */
-
 /* A consumer warp is done reading a stage: lane 0 tells the producer. */
 __device__ __forceinline__ void ge_release_stage(uint64_t *empty, int lane) {
     if (lane == 0) mbar_arrive(empty);
 }
 
+/* The kernel: C = op(A) . op(B) in 128 x BN tiles with the epilogue Program run on each (A_MN / B_MN: that operand
+ * is MN-major; DIRECT: GeOut outputs are stored from registers, not staged for TMA). Schedules (gemm_config.h):
+ * GE_COOP: both consumers work on one 128 x BN tile (consumer c: rows 64c..64c+63), then both run its epilogue while
+ * the tensor cores idle. GE_PINGPONG (BN = 128): consumer c owns whole tiles (the CTA's tiles c, c + 2, ...: two m64
+ * row blocks each), so one consumer's epilogue runs while the other's main loop keeps the tensor cores busy; an
+ * mbarrier per consumer makes the two main loops alternate (see the wait below). */
 template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT>
 __global__ void __launch_bounds__(GE_THREADS, 1)
     ge_kernel(const __grid_constant__ CUtensorMap tmA, const __grid_constant__ CUtensorMap tmB, int M, int N, int K,
               const __grid_constant__ typename Program::Params params) {
     if (Program::skip(params)) return;
-    using L = GeSmem<Program, BN, SCHED>;
+    using L = GeSmem<Program, BN>;
     constexpr int S = L::kStages;
     constexpr bool PP = SCHED == GE_PINGPONG;
     constexpr int MB = PP ? 2 : 1; /* m64 row blocks per consumer */
-    constexpr bool kFlush = L::kUnits > 0 || L::kInUnits > 0; /* the program stores tiles by TMA */
+    /* each chunk of the epilogue ends with issue_chunk: the program stages GeOut tiles or has GeTileInTma inputs */
+    constexpr bool kFlush = L::kUnits > 0 || L::kInUnits > 0;
     static_assert(!PP || (BN == 128 && !Program::kColPartials), "ping-pong: 128 x 128 tiles, no column partials");
     extern __shared__ uint8_t ge_smem_raw[];
     uint8_t *smem = reinterpret_cast<uint8_t *>((reinterpret_cast<uintptr_t>(ge_smem_raw) + 1023) & ~uintptr_t(1023));
@@ -121,8 +132,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
 
     const int Mt = (M + GE_BM - 1) / GE_BM, Nt = (N + BN - 1) / BN;
     const int nk = (K + GE_BK - 1) / GE_BK;
-    /* CTA b takes tiles b, b + grid, ... */
-    const int ntiles = Mt * Nt;
+    const int ntiles = Mt * Nt; /* CTA b takes tiles b, b + gridDim.x, ... */
 
     if (threadIdx.x == 0) {
         for (int s = 0; s < S; s++) {
@@ -155,13 +165,15 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                     uint8_t *a = sA + s * L::kA, *b = sB + s * L::kB;
                     if (A_MN) {
 #pragma unroll
-                        for (int i = 0; i < GE_BM / 64; i++) tma_load_2d(a + i * 8192, &tmA, &full[s], m0 + 64 * i, k0);
+                        for (int i = 0; i < GE_BM / 64; i++)
+                            tma_load_2d(a + i * GE_PANEL_BYTES, &tmA, &full[s], m0 + 64 * i, k0);
                     } else {
                         tma_load_2d(a, &tmA, &full[s], k0, m0);
                     }
                     if (B_MN) {
 #pragma unroll
-                        for (int i = 0; i < BN / 64; i++) tma_load_2d(b + i * 8192, &tmB, &full[s], n0 + 64 * i, k0);
+                        for (int i = 0; i < BN / 64; i++)
+                            tma_load_2d(b + i * GE_PANEL_BYTES, &tmB, &full[s], n0 + 64 * i, k0);
                     } else {
                         tma_load_2d(b, &tmB, &full[s], k0, n0);
                     }
@@ -178,7 +190,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
         const int c = consumer_warpgroup(), wtid = threadIdx.x & 127, warp = wtid >> 5, lane = threadIdx.x & 31;
         const bool leader = wtid == 0;
         /* Descriptor constants: LBO (next 64 of M/N; unused by K-major) and the k16 step, per operand. */
-        constexpr uint32_t a_lbo = A_MN ? 8192 : 16, b_lbo = B_MN ? 8192 : 16;
+        constexpr uint32_t a_lbo = A_MN ? GE_PANEL_BYTES : 16, b_lbo = B_MN ? GE_PANEL_BYTES : 16;
         constexpr uint32_t a_step = A_MN ? 2048 : 32, b_step = B_MN ? 2048 : 32;
 
         float acc[MB][BN / 2];
@@ -187,6 +199,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) acc[mb][i] = 0.0f;
 
+        /* The tile's fields that do not depend on the tile; the tile loop sets the others (j, out_slots: per chunk). */
         GeTile tile;
         tile.M = M;
         tile.N = N;
@@ -223,7 +236,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
             if constexpr (L::kUnits > 0) {
                 if (leader) bulk_wait_read<L::kBufs - 2>();
             }
-            named_bar_sync(2 + c, 128);
+            named_bar_sync(2 + c, 128); /* this consumer's own barrier, tile.eng.cbar */
             if (leader) {
                 prog.inputs(params).flush(tile);
                 prog.flush(params, tile);
@@ -261,8 +274,8 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 for (int kk = 0; kk < GE_BK / 16; kk++) {
 #pragma unroll
                     for (int mb = 0; mb < MB; mb++) {
-                        /* this row block's 64 rows of A start 8 KB apart in the stage, either layout */
-                        const uint64_t dam = da + ((((PP ? mb : c) * 8192) + kk * a_step) >> 4);
+                        /* this row block's 64 rows of A (GE_PANEL_BYTES apart in the stage, either layout) */
+                        const uint64_t dam = da + ((((PP ? mb : c) * GE_PANEL_BYTES) + kk * a_step) >> 4);
                         const uint64_t dbk = db + ((kk * b_step) >> 4);
                         if constexpr (BN == 256)
                             wgmma_m64n256k16<A_MN, B_MN>(acc[mb], dam, dbk, (kb | kk) != 0);
@@ -281,13 +294,13 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                     phase ^= 1;
                 }
             }
-            if (PP && wtid == 0) mbar_arrive(&order[c]);
+            if (PP && leader) mbar_arrive(&order[c]);
             wgmma_wait<0>();
             ge_release_stage(&empty[prev], lane);
 #pragma unroll
             for (int mb = 0; mb < MB; mb++)
 #pragma unroll
-                for (int i2 = 0; i2 < BN / 2; i2++) reg_fence(acc[mb][i2]);
+                for (int e = 0; e < BN / 2; e++) reg_fence(acc[mb][e]);
 
             /* The epilogue, per m64 row block, in chunks of 32 columns (4 fragments). After a chunk whose
              * program stages GeOut tiles or writes outputs in place of GeTileInTma inputs, one thread per
@@ -322,7 +335,7 @@ __global__ void __launch_bounds__(GE_THREADS, 1)
                 prog.end(params, tile);
                 if constexpr (MB == 2) {
 #pragma unroll
-                    for (int i2 = 0; i2 < BN / 2; i2++) acc[0][i2] = acc[MB - 1][i2];
+                    for (int e = 0; e < BN / 2; e++) acc[0][e] = acc[MB - 1][e];
                 }
             }
         }
@@ -341,12 +354,12 @@ inline const char *ge_launch_error(const char *what, cudaError_t e, char *msg, s
 }
 
 /* Launches one instantiation of the kernel for operation `op` (named by its failure messages): one CTA per tile, at
- * most one per SM. */
+ * most one per SM (each CTA then takes every grid-th tile). */
 template <class Program, bool A_MN, bool B_MN, int BN, int SCHED, bool DIRECT>
 void ge_launch_kernel(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int N, int K,
                       const typename Program::Params &params, cudaStream_t stream, const char *op) {
     char msg[2048];
-    constexpr int smem = GeSmem<Program, BN, SCHED>::kBytes;
+    constexpr int smem = GeSmem<Program, BN>::kBytes;
     auto kernel = ge_kernel<Program, A_MN, B_MN, BN, SCHED, DIRECT>;
     static bool configured = false; /* one per instantiation */
     if (!configured) {
@@ -369,7 +382,7 @@ void ge_launch_kernel(const CUtensorMap &tmA, const CUtensorMap &tmB, int M, int
     }
 }
 
-/* Runs C = op(A) . op(B) with epilogue `Program` on `stream`, tiles 128 x BN, schedule SCHED. lda / ldb are the operands' row
+/* Runs C = op(A) . op(B) with epilogue `Program`, tiles 128 x BN, schedule SCHED. lda / ldb are the operands' row
  * strides in elements (A is [M,K] or, for GE_ATB, [K,M]; B is [N,K] for GE_ABT, else [K,N]). Where an output
  * cannot be a TMA target (Program::direct), the direct-store instantiation runs, on the cooperative schedule
  * (one such instantiation per tile width: it is the rare case, e.g. a row of 2047 bf16). `how` gives the stream,
@@ -387,10 +400,9 @@ void ge_run(const void *A, long lda, const void *B, long ldb, int M, int N, int 
                                  : ge_tensor_map("B (K-major)", B, K, N, ldb, GE_BK, BN);
     const bool direct = Program::direct(params);
     if (how.print) {
-        using L = GeSmem<Program, BN, SCHED>;
-        using LD = GeSmem<Program, BN, GE_COOP>;
-        ge_print_launch(how.op, M, N, K, ge_config{BN, direct ? GE_COOP : (ge_schedule)SCHED},
-                        direct ? LD::kStages : L::kStages, direct ? LD::kBufs : L::kBufs, direct);
+        using L = GeSmem<Program, BN>;
+        ge_print_launch(how.op, M, N, K, ge_config{BN, direct ? GE_COOP : (ge_schedule)SCHED}, L::kStages, L::kBufs,
+                        direct);
     }
     if (direct)
         ge_launch_kernel<Program, A_MN, B_MN, BN, GE_COOP, true>(tmA, tmB, M, N, K, params, how.stream, how.op);
