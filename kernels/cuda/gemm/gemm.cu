@@ -1,6 +1,6 @@
-/* gemm.cu: host side of the GEMM-epilogue engine: tensor maps (cuTensorMapEncodeTiled through the runtime's
- * driver entry point, so no -lcuda), the SM count, the failure path, the launch line, and gemm.h's extern "C"
- * launchers, which instantiate the engine with the program of gemm_programs.cuh. */
+/* gemm.cu: host side of the GEMM-epilogue engine: gemm_maps.h's helpers (tensor maps by cuTensorMapEncodeTiled
+ * through the runtime's driver entry point, so no -lcuda; the SM count, the failure path, the launch line) and
+ * gemm.h's extern "C" launchers, which instantiate the engine with the program of gemm_programs.cuh. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -18,6 +18,7 @@ typedef CUresult (*ge_encode_tiled_fn)(CUtensorMap *, CUtensorMapDataType, cuuin
                                        CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
                                        CUtensorMapFloatOOBfill);
 
+/* cuTensorMapEncodeTiled, looked up once. */
 static ge_encode_tiled_fn ge_encode_tiled(void) {
     static ge_encode_tiled_fn fn = NULL;
     if (!fn) {
@@ -74,7 +75,8 @@ CUtensorMap ge_tensor_map_batched(const char *what, const void *base, uint64_t i
 
 int ge_out_map(CUtensorMap *map, const void *base, int elem_bytes, int cols, int M, int N, long ld) {
     /* A row length that is not a multiple of 16 bytes is refused even where the stride is: a TMA store into such
-     * a row wrote the padding up to the next 16 bytes (test_gemm's strided outputs, N = 777 in rows of 784). */
+     * a row writes the padding up to the next 16 bytes (test_gemm's strided outputs check it: N = 777 in rows of
+     * 784). */
     if (((uintptr_t)base & 15) != 0 || (ld * elem_bytes) % 16 != 0 || ((long)N * elem_bytes) % 16 != 0 || ld < N ||
         M <= 0 || N <= 0)
         return 0;
@@ -98,6 +100,7 @@ int ge_num_sms(void) {
     if (!n) {
         int dev = 0;
         cudaGetDevice(&dev);
+        /* where the query fails: the count of an H100 SXM or an H200 */
         if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
     }
     return n;

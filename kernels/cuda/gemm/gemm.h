@@ -1,11 +1,12 @@
 /* gemm.h: the C API of the GEMM-epilogue engine (kernels/cuda/gemm): plain GEMMs in the three layouts that training
  * needs, how a launch is made (its config: gemm_config.h), and the partials of row-partial programs. The CODA
  * programs of the trainer (kernels/cuda/fused) are built on the same engine.
- * All matrices are row-major and packed (row stride = column count); operands bf16, accumulation fp32.
- * TMA needs every operand's row length (its contiguous dimension) to be a multiple of 8 elements and its base
- * 16-byte aligned; the launchers stop with a message otherwise. M, N, K need not be multiples of the tile. */
-#ifndef GEMM_ENGINE_H
-#define GEMM_ENGINE_H
+ * All matrices are row-major and packed (row stride = column count) unless their strides are given; operands bf16,
+ * accumulation fp32. TMA needs every operand's row stride (packed: its row length, the contiguous dimension) to be
+ * a multiple of 8 elements and its base 16-byte aligned; the launchers stop with a message otherwise. M, N, K need
+ * not be multiples of the tile. */
+#ifndef GEMM_H
+#define GEMM_H
 
 #include <cuda_runtime.h>
 
