@@ -176,7 +176,7 @@ static void launch_adamw(KernelContext *kc, Master w, const float *grad, float *
     const bool vec = n % 4 == 0 && w.aligned() && (uintptr_t)grad % 16 == 0 && (uintptr_t)m % 16 == 0 &&
                      (uintptr_t)v % 16 == 0;
     const size_t items = vec ? n / 4 : n;
-    const int threads = 256, blocks = (int)(items / threads + 1 < 65536 ? items / threads + 1 : 65536);
+    const int threads = 256, blocks = capped_blocks((long)items, threads, 65536);
     if (vec) adamw_kernel<4><<<blocks, threads, 0, kc->stream>>>(w, grad, m, v, n, s, grad_scale);
     else adamw_kernel<1><<<blocks, threads, 0, kc->stream>>>(w, grad, m, v, n, s, grad_scale);
     LAUNCH_CHECK("adamw_kernel");
