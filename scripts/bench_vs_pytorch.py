@@ -5,7 +5,7 @@ micro-batch per step). Prints ms/step, tokens/s, MFU and peak memory of each and
 and with --json FILE the same rows as a JSON list of {"program": "train_fused" | "train_unfused" |
 "torch_compile" | "torch_eager", "ms_per_step", "tokens_per_s", "peak_gib", "mfu", "gpu", "date"}.
 
-    make && make data && python3 scripts/bench_vs_pytorch.py [--steps 20] [--no-compile] [--json FILE]
+    make && make data && python3 scripts/bench_vs_pytorch.py [--warmup 60] [--steps 40] [--no-compile] [--json FILE]
     make && make data && python3 scripts/bench_vs_pytorch.py --shapes [--json results/bench_shapes.json]
 
 --shapes runs the three programs at each of SHAPES (Llama-3.2-1B at 4 x 2048, 8 x 2048 and 1 x 8192, and the
@@ -20,11 +20,14 @@ made on the host and copied to the GPU inside the step, as ./train's loader does
 (scripts/timing.py's STEP_METHOD, printed with the table): ./train times each of its steps with the host clock from
 the step's start to a device synchronize that ends it (its log.jsonl "ms"; CUDA events cannot be put around its
 steps from outside), so the PyTorch step is timed the same way (timing.time_steps); each side reads its loss inside
-the step; the table gives the median over the --steps steps after the same --warmup steps. Then the PyTorch step's
-top kernels (torch.profiler, one step). MFU = model FLOPs / (time * peak bf16 dense FLOP/s), with model FLOPs per
-token = 6 * parameters + 6 * layers * Hq * hd * T (the causal half of the attention matmuls, forward and backward)
-and the peak 989.4 TFLOP/s (H100 SXM and H200, as model/flops.c has it). Peak memory: ./train's tracked allocations,
-torch.cuda.max_memory_allocated for PyTorch (neither counts the CUDA context).
+the step; the table gives the median over the --steps steps after the same --warmup steps. The default warm-up
+reaches the steady state of a long run: a 1B step draws the GPU's power cap, and ./train's step lengthens over its
+first few dozen steps before it settles (RESULTS.md section 1), which a short warm-up would leave out of one side
+more than the other. Then the PyTorch step's top kernels (torch.profiler, one step). MFU = model FLOPs / (time *
+peak bf16 dense FLOP/s), with model FLOPs per token = 6 * parameters + 6 * layers * Hq * hd * T (the causal half of
+the attention matmuls, forward and backward) and the peak 989.4 TFLOP/s (H100 SXM and H200, as model/flops.c has
+it). Peak memory: ./train's tracked allocations, torch.cuda.max_memory_allocated for PyTorch (neither counts the CUDA
+context).
 """
 import argparse
 import json
@@ -189,8 +192,8 @@ def main():
     ap.add_argument("-c", "--config", default="configs/llama3_1b.json")
     ap.add_argument("-b", type=int, default=4)
     ap.add_argument("-t", type=int, default=2048)
-    ap.add_argument("--steps", type=int, default=20, help="timed steps (after the warm-up steps)")
-    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=40, help="timed steps (after the warm-up steps)")
+    ap.add_argument("--warmup", type=int, default=60, help="untimed steps first, on both sides (the first compiles)")
     ap.add_argument("--binary", default="./train")
     ap.add_argument("--no-compile", action="store_true", help="PyTorch eager instead of torch.compile")
     ap.add_argument("--skip-torch", action="store_true")
